@@ -1,0 +1,53 @@
+# The two commands of the README: `make book` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
+
+.PHONY: book test install data lint format lab unit notebooks benchmark clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PIP_INSTALL) -e ".[book,dev]"
+	touch $@
+
+data: $(STAMP)
+	$(PY) -m pflkit fetch fashion-mnist
+
+# Execute every chapter at the `book` profile (re-executed when a chapter, pflkit or data/
+# changed) and build the HTML book into _build/html.
+book: data
+	PFLBOOK_PROFILE=book $(PY) tools/build_book.py --profile book
+
+# Unit tests, every chapter at the `smoke` profile (papermill), nbval on the regression
+# cells, and a -W book build of the smoke outputs.
+test: data
+	$(PY) -m ruff check .
+	PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider tests
+	PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env _build/smoke/stage/book
+	PFLBOOK_PROFILE=smoke $(PY) tools/build_book.py --profile smoke --no-execute
+
+unit: $(STAMP)
+	$(PY) -m pytest -q -m "not notebooks" tests
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check pflkit tests tools benchmarks
+
+format: $(STAMP)
+	$(PY) -m ruff format pflkit tests tools benchmarks
+	$(PY) -m ruff check --fix .
+
+lab: data
+	$(VENV)/bin/jupyter lab book/
+
+benchmark: data
+	$(PY) benchmarks/throughput.py
+
+clean:
+	rm -rf _build

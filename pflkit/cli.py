@@ -1,0 +1,192 @@
+"""Command line: ``python -m pflkit {methods,datasets,partition,run}``.
+
+Bad input ends with exit code 2 and one line on stderr (no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .errors import PflkitError
+from .partitions import PROTOCOLS
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        raise PflkitError(message)
+
+
+def _add_protocol_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--clients", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--classes-per-client", type=int, default=2, metavar="K")
+    p.add_argument("--shares", type=float, nargs=2, default=(0.4, 0.6), metavar=("LOW", "HIGH"))
+    p.add_argument("--alpha", type=float, default=0.5, metavar="A")
+    p.add_argument("--val-fraction", type=float, default=0.1)
+    p.add_argument("--download", action="store_true", help="download missing data with torchvision")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m pflkit", description="pflkit: personalized federated learning kit")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser("methods", help="list the methods")
+    sub.add_parser("datasets", help="list the datasets and whether they are available offline")
+    f = sub.add_parser("fetch", help="make a dataset available (Debian package, then download)")
+    f.add_argument("dataset")
+
+    p = sub.add_parser("partition", help="partition a dataset among clients and write JSON")
+    _add_protocol_options(p)
+    p.add_argument("--protocol", required=True, choices=PROTOCOLS)
+    p.add_argument("--novel-clients", type=int, default=0)
+    p.add_argument("--novel-alpha", type=float, default=None)
+    p.add_argument("--out", required=True)
+
+    r = sub.add_parser("run", help="train a method and write the result JSON")
+    r.add_argument("method")
+    _add_protocol_options(r)
+    r.add_argument("--partition", default="pathological", choices=PROTOCOLS, help="partition protocol")
+    r.add_argument("--rounds", type=int, default=None)
+    r.add_argument("--profile", choices=("smoke", "book", "paper"), default=None)
+    r.add_argument("--model", default="lenet")
+    r.add_argument("--width", default=None, help="LeNet width: S, M, L or a filter count")
+    r.add_argument("--sample-rate", type=float, default=1.0)
+    r.add_argument("--local-epochs", type=int, default=None)
+    r.add_argument("--local-steps", type=int, default=None)
+    r.add_argument("--batch-size", type=int, default=50)
+    r.add_argument("--lr", type=float, default=0.01)
+    r.add_argument("--momentum", type=float, default=0.9)
+    r.add_argument("--weight-decay", type=float, default=0.0)
+    r.add_argument("--eval-every", type=int, default=1)
+    r.add_argument("--device", default="auto")
+    r.add_argument("--checkpoint", default=None, help="checkpoint file, written every round and resumed from")
+    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--out", default=None)
+    return parser
+
+
+def _method_options(method, extra: list[str]) -> dict:
+    """Parse ``--name value`` pairs declared by the method."""
+    p = _Parser(prog=f"python -m pflkit run {method.name}", add_help=False)
+    for name, (default, help_) in method.options.items():
+        typ = type(default) if default is not None else str
+        p.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=default, help=help_)
+    ns, rest = p.parse_known_args(extra)
+    if rest:
+        raise PflkitError(
+            f"unrecognized arguments for {method.name}: {' '.join(rest)}"
+            f" (its options: {', '.join('--' + k.replace('_', '-') for k in method.options) or 'none'})"
+        )
+    return vars(ns)
+
+
+def cmd_methods(_args) -> None:
+    from .methods import METHODS
+
+    for name in sorted(METHODS):
+        m = METHODS[name]
+        opts = ", ".join(f"--{k.replace('_', '-')} ({d})" for k, (d, _) in m.options.items())
+        print(f"{name:12s} {m.summary}" + (f"  [{opts}]" if opts else ""))
+
+
+def cmd_datasets(_args) -> None:
+    from .data import DESCRIPTIONS, available_offline, dataset_names
+
+    for name in dataset_names():
+        state = "available offline" if available_offline(name) else "not on this machine (download with --download)"
+        print(f"{name:16s} {state:48s} {DESCRIPTIONS[name]}")
+
+
+def cmd_fetch(args) -> None:
+    from .data import fetch_fashion_mnist, load_dataset
+
+    if args.dataset == "fashion-mnist":
+        print(f"fashion-mnist: {fetch_fashion_mnist()}")
+    else:
+        ds = load_dataset(args.dataset, download=True)
+        print(f"{ds.name}: {len(ds.y_train)} train / {len(ds.y_test)} test samples available")
+
+
+def cmd_partition(args) -> None:
+    from .data import load_dataset
+    from .partitions import partition_dataset
+
+    ds = load_dataset(args.dataset, download=args.download)
+    part = partition_dataset(
+        ds, args.protocol, args.clients or 20, args.seed,
+        classes_per_client=args.classes_per_client, shares=tuple(args.shares), alpha=args.alpha,
+        novel_clients=args.novel_clients, novel_alpha=args.novel_alpha, val_fraction=args.val_fraction,
+    )  # fmt: skip
+    part.save(args.out)
+    sizes = [len(c.train) for c in part.clients]
+    print(
+        f"{args.protocol}: {part.n_clients} clients on {ds.name}, train sizes {min(sizes)}..{max(sizes)}, "
+        f"unassigned {part.unassigned} -> {args.out}"
+    )
+
+
+def cmd_run(args, extra: list[str]) -> None:
+    from .data import load_dataset
+    from .engine import Federation, RunConfig, pick_device, run
+    from .methods import get_method
+    from .partitions import partition_dataset
+    from .profiles import run_defaults
+
+    method = get_method(args.method)
+    options = _method_options(method, extra)
+    prof = run_defaults(args.profile)
+    cfg = RunConfig(
+        method=args.method, dataset=args.dataset, partition=args.partition,
+        clients=args.clients or prof["clients"], rounds=args.rounds or prof["rounds"], seed=args.seed,
+        classes_per_client=args.classes_per_client, shares=tuple(args.shares), alpha=args.alpha,
+        val_fraction=args.val_fraction, model=args.model, width=args.width, sample_rate=args.sample_rate,
+        local_epochs=args.local_epochs or prof["local_epochs"], local_steps=args.local_steps,
+        batch_size=args.batch_size, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay,
+        eval_every=args.eval_every, device=args.device, checkpoint=args.checkpoint, options=options,
+    )  # fmt: skip
+    ds = load_dataset(cfg.dataset, download=args.download)
+    part = partition_dataset(
+        ds, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,
+        shares=cfg.shares, alpha=cfg.alpha, val_fraction=cfg.val_fraction,
+    )  # fmt: skip
+    result = run(cfg, Federation(ds, part, pick_device(cfg.device)), progress=not args.no_progress)
+    f = result["final"]
+    print(
+        f"{cfg.method} on {cfg.dataset}/{cfg.partition}, {cfg.clients} clients, {cfg.rounds} rounds: "
+        f"mean_acc {f['mean_acc']:.4f} pooled_acc {f['pooled_acc']:.4f} "
+        f"(best-by-val {result['best_by_val']['mean_acc']:.4f} @ {result['best_by_val']['round']}), "
+        f"up {result['comm']['bytes_up'] / 1e6:.2f} MB down {result['comm']['bytes_down'] / 1e6:.2f} MB, "
+        f"{result['provenance']['wall_time_s']:.1f} s on {result['provenance']['device']}"
+    )
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if args.command == "run":
+            cmd_run(args, extra)
+        else:
+            if extra:
+                raise PflkitError(f"unrecognized arguments: {' '.join(extra)}")
+            commands = {
+                "methods": cmd_methods,
+                "datasets": cmd_datasets,
+                "fetch": cmd_fetch,
+                "partition": cmd_partition,
+            }
+            commands[args.command](args)
+    except PflkitError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0

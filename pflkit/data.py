@@ -1,0 +1,620 @@
+"""Datasets as tensors.
+
+Every dataset is held as a :class:`FedDataset`: uint8 images ``N x C x H x W`` and int64
+labels for the official train and test sets, plus class names and normalisation
+constants.  Training never goes through a per-sample ``DataLoader``: clients slice
+these tensors (on the training device) by index, see :class:`pflkit.engine.ClientData`.
+
+Files are looked for, in order, under ``$PFLKIT_DATA``, the repository's ``datasets/``
+folder and system locations (Debian's ``dataset-fashion-mnist`` package).  A loader
+downloads with torchvision only when asked to (``download=True``); a missing dataset
+raises :class:`~pflkit.errors.DataUnavailable` with one line saying how to get it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+import string
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import DataUnavailable, PflkitError
+
+REPO_DATA = Path(__file__).resolve().parent.parent / "datasets"
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+@dataclass
+class FedDataset:
+    """A labelled image dataset held as tensors (official train and test sets)."""
+
+    name: str
+    x_train: torch.Tensor  # uint8, N x C x H x W
+    y_train: torch.Tensor  # int64, N
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    classes: list[str]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    # optional grouping of classes, e.g. CIFAR-100's 20 superclasses: coarse id per class
+    coarse_of_class: list[int] | None = None
+    coarse_names: list[str] | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return tuple(self.x_train.shape[1:])  # type: ignore[return-value]
+
+    def to(self, device) -> FedDataset:
+        """Move all tensors to ``device`` (returns self)."""
+        for name in ("x_train", "y_train", "x_test", "y_test"):
+            setattr(self, name, getattr(self, name).to(device))
+        return self
+
+    def normalize(self, x_uint8: torch.Tensor) -> torch.Tensor:
+        """uint8 images -> float32, scaled to [0, 1] then standardised per channel."""
+        mean = torch.tensor(self.mean, device=x_uint8.device).view(1, -1, 1, 1)
+        std = torch.tensor(self.std, device=x_uint8.device).view(1, -1, 1, 1)
+        return (x_uint8.float().div_(255.0) - mean) / std
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def data_roots(root: str | os.PathLike | None = None) -> list[Path]:
+    """Folders searched for dataset files, most specific first."""
+    roots = []
+    if root is not None:
+        roots.append(Path(root))
+    if os.environ.get("PFLKIT_DATA"):
+        roots.append(Path(os.environ["PFLKIT_DATA"]))
+    roots.append(REPO_DATA)
+    return roots
+
+
+def download_root(root: str | os.PathLike | None = None) -> Path:
+    return data_roots(root)[0]
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """Read an IDX file (the MNIST family's format), gzipped or not."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        raw = fh.read()
+    zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
+    if zero != 0 or dtype_code != 0x08:
+        raise PflkitError(f"{path} is not an unsigned-byte IDX file")
+    shape = struct.unpack(">" + "I" * ndim, raw[4 : 4 + 4 * ndim])
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def find_file(dirs: list[Path], stem: str) -> Path | None:
+    """``stem`` or ``stem.gz`` in the first folder that has it."""
+    for d in dirs:
+        for name in (stem, stem + ".gz"):
+            if (d / name).is_file():
+                return d / name
+    return None
+
+
+def load_idx_pair(dirs: list[Path], prefix: str, stem_images: str, stem_labels: str):
+    img = find_file(dirs, prefix + stem_images)
+    lab = find_file(dirs, prefix + stem_labels)
+    if img is None or lab is None:
+        return None
+    x = torch.from_numpy(read_idx(img).copy())
+    y = torch.from_numpy(read_idx(lab).astype(np.int64))
+    if x.ndim == 3:
+        x = x.unsqueeze(1)
+    return x, y
+
+
+# ----------------------------------------------------------------------------- registry
+
+Loader = Callable[..., FedDataset]
+LOADERS: dict[str, Loader] = {}
+OFFLINE_CHECKS: dict[str, Callable[[Path | None], bool]] = {}
+DESCRIPTIONS: dict[str, str] = {}
+
+
+def register(name: str, description: str, available: Callable[[Path | None], bool]):
+    def deco(fn: Loader) -> Loader:
+        LOADERS[name] = fn
+        OFFLINE_CHECKS[name] = available
+        DESCRIPTIONS[name] = description
+        return fn
+
+    return deco
+
+
+def dataset_names() -> list[str]:
+    return sorted(LOADERS)
+
+
+def load_dataset(name: str, root=None, download: bool = False, **kwargs) -> FedDataset:
+    """Load a dataset by name as tensors on the CPU."""
+    key = name.lower()
+    if key not in LOADERS:
+        raise PflkitError(f"unknown dataset {name!r}; known: {', '.join(dataset_names())}")
+    return LOADERS[key](root=root, download=download, **kwargs)
+
+
+def available_offline(name: str, root=None) -> bool:
+    return OFFLINE_CHECKS[name.lower()](Path(root) if root else None)
+
+
+# ----------------------------------------------------------------------------- Fashion-MNIST
+
+FASHION_CLASSES = [
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+]
+# Documented coarse groups for Fashion-MNIST (pFedHN §5.5 uses CIFAR-100's superclasses;
+# Fashion-MNIST has none, so we group by garment type).
+FASHION_COARSE_NAMES = ["tops", "bottoms & dresses", "footwear", "bags"]
+FASHION_COARSE_OF_CLASS = [0, 1, 0, 1, 0, 2, 0, 2, 3, 2]
+
+
+def _fashion_dirs(root) -> list[Path]:
+    dirs = []
+    for r in data_roots(root):
+        dirs += [r / "fashion-mnist", r / "FashionMNIST" / "raw", r]
+    return dirs + [DEBIAN_FASHION_MNIST]
+
+
+def _idx_available(dirs_fn, stem):
+    return lambda root: find_file(dirs_fn(root), stem) is not None
+
+
+@register(
+    "fashion-mnist",
+    "Fashion-MNIST, 10 classes, 28x28 grey (Debian package dataset-fashion-mnist works offline)",
+    _idx_available(_fashion_dirs, "train-images-idx3-ubyte"),
+)
+def load_fashion_mnist(root=None, download: bool = False) -> FedDataset:
+    dirs = _fashion_dirs(root)
+    train = load_idx_pair(dirs, "train-", "images-idx3-ubyte", "labels-idx1-ubyte")
+    test = load_idx_pair(dirs, "t10k-", "images-idx3-ubyte", "labels-idx1-ubyte")
+    if (train is None or test is None) and download:
+        from ._compat import import_torchvision
+
+        tv = import_torchvision()
+        target = download_root(root)
+        tv.datasets.FashionMNIST(str(target), train=True, download=True)
+        tv.datasets.FashionMNIST(str(target), train=False, download=True)
+        return load_fashion_mnist(root=root, download=False)
+    if train is None or test is None:
+        raise DataUnavailable(
+            "Fashion-MNIST not found (looked in $PFLKIT_DATA, datasets/, "
+            f"{DEBIAN_FASHION_MNIST}); run `apt-get install dataset-fashion-mnist` "
+            "or pass --download on a machine with internet"
+        )
+    return FedDataset(
+        "fashion-mnist",
+        *train,
+        *test,
+        classes=list(FASHION_CLASSES),
+        mean=(0.2860,),
+        std=(0.3530,),
+        coarse_of_class=list(FASHION_COARSE_OF_CLASS),
+        coarse_names=list(FASHION_COARSE_NAMES),
+    )
+
+
+# ----------------------------------------------------------------------------- scikit-learn digits
+
+
+@register(
+    "digits",
+    "scikit-learn's 8x8 digits (1797 images, ships with scikit-learn; fixed 80/20 split)",
+    lambda root: True,
+)
+def load_digits(root=None, download: bool = False) -> FedDataset:
+    from sklearn.datasets import load_digits as sk_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = sk_digits()
+    x = np.clip(bunch.images * 16.0, 0, 255).astype(np.uint8)[:, None]  # 0..16 -> 0..255
+    y = bunch.target.astype(np.int64)
+    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.2, random_state=0, stratify=y)
+    return FedDataset(
+        "digits",
+        torch.from_numpy(xtr),
+        torch.from_numpy(ytr),
+        torch.from_numpy(xte),
+        torch.from_numpy(yte),
+        classes=[str(i) for i in range(10)],
+        mean=(0.3,),
+        std=(0.38,),
+    )
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+
+def _tv():
+    from ._compat import import_torchvision
+
+    return import_torchvision()
+
+
+def _find_dir(dirs: list[Path], stems) -> Path | None:
+    """The first folder holding every file in ``stems`` (each possibly gzipped)."""
+    for d in dirs:
+        if all(find_file([d], s) for s in stems):
+            return d
+    return None
+
+
+def _require(label: str, locate, fetch, root, download: bool, hint: str):
+    """``locate()``'s folder; if none, download with ``fetch(target)`` when asked to,
+    else raise :class:`DataUnavailable` naming ``hint``, what to put where."""
+    found = locate()
+    if found is None and download:
+        fetch(str(download_root(root)))
+        found = locate()
+    if found is None:
+        where = ", ".join(str(r) for r in data_roots(root))
+        raise DataUnavailable(
+            f"{label} not found under {where}; pass --download on a machine with internet or put {hint} there"
+        )
+    return found
+
+
+IDX_STEMS = ("images-idx3-ubyte", "labels-idx1-ubyte")
+
+
+def _idx_stems(prefixes) -> list[str]:
+    return [p + s for p in prefixes for s in IDX_STEMS]
+
+
+def _idx_sets(d: Path, prefixes) -> list[torch.Tensor]:
+    """``[x_train, y_train, x_test, y_test]`` from IDX files in ``d``."""
+    return [t for p in prefixes for t in load_idx_pair([d], p, *IDX_STEMS)]
+
+
+# ----------------------------------------------------------------------------- MNIST
+
+MNIST_PREFIXES = ("train-", "t10k-")
+
+
+def _mnist_dir(root) -> Path | None:
+    dirs = [d for r in data_roots(root) for d in (r / "MNIST" / "raw", r / "mnist")]
+    return _find_dir(dirs, _idx_stems(MNIST_PREFIXES))
+
+
+@register(
+    "mnist",
+    "MNIST, 10 classes, 28x28 grey (IDX files in MNIST/raw/ or mnist/)",
+    lambda root: _mnist_dir(root) is not None,
+)
+def load_mnist(root=None, download: bool = False) -> FedDataset:
+    def fetch(target):
+        for train in (True, False):
+            _tv().datasets.MNIST(target, train=train, download=True)
+
+    d = _require(
+        "MNIST",
+        lambda: _mnist_dir(root),
+        fetch,
+        root,
+        download,
+        "MNIST/raw/train-images-idx3-ubyte etc.",
+    )
+    return FedDataset(
+        "mnist",
+        *_idx_sets(d, MNIST_PREFIXES),
+        classes=[str(i) for i in range(10)],
+        mean=(0.1307,),
+        std=(0.3081,),
+    )
+
+
+# ----------------------------------------------------------------------------- EMNIST
+
+EMNIST_CLASSES = {
+    "balanced": list(string.digits + string.ascii_uppercase + "abdefghnqrt"),
+    "byclass": list(string.digits + string.ascii_uppercase + string.ascii_lowercase),
+}
+# Approximate statistics of EMNIST's images (the usual quoted values; transposing the
+# images, as we do, does not change them).
+EMNIST_STATS = {"balanced": ((0.1751,), (0.3332,)), "byclass": ((0.1736,), (0.3317,))}
+
+
+def _emnist_prefixes(split: str):
+    return (f"emnist-{split}-train-", f"emnist-{split}-test-")
+
+
+def _emnist_dir(root, split: str) -> Path | None:
+    dirs = [r / "EMNIST" / "raw" for r in data_roots(root)]
+    return _find_dir(dirs, _idx_stems(_emnist_prefixes(split)))
+
+
+def _load_emnist(split: str, root, download: bool) -> FedDataset:
+    """EMNIST's files store every image transposed; we transpose back so that
+    characters are upright (torchvision leaves them transposed)."""
+    d = _require(
+        f"EMNIST ({split})",
+        lambda: _emnist_dir(root, split),
+        lambda target: _tv().datasets.EMNIST(target, split=split, download=True),
+        root,
+        download,
+        f"EMNIST/raw/emnist-{split}-train-images-idx3-ubyte etc.",
+    )
+    xtr, ytr, xte, yte = _idx_sets(d, _emnist_prefixes(split))
+    mean, std = EMNIST_STATS[split]
+    return FedDataset(
+        f"emnist-{split}",
+        xtr.transpose(-1, -2).contiguous(),
+        ytr,
+        xte.transpose(-1, -2).contiguous(),
+        yte,
+        classes=list(EMNIST_CLASSES[split]),
+        mean=mean,
+        std=std,
+    )
+
+
+def _register_emnist(split: str, description: str):
+    @register(
+        f"emnist-{split}",
+        description,
+        lambda root: _emnist_dir(root, split) is not None,
+    )
+    def load(root=None, download: bool = False) -> FedDataset:
+        return _load_emnist(split, root, download)
+
+    load.__name__ = f"load_emnist_{split}"
+    return load
+
+
+load_emnist_balanced = _register_emnist(
+    "balanced", "EMNIST Balanced, 47 classes (digits, letters), 28x28 grey, upright"
+)
+load_emnist_byclass = _register_emnist(
+    "byclass",
+    "EMNIST ByClass, 62 classes (0-9, A-Z, a-z), 28x28 grey, upright, unbalanced",
+)
+
+
+# ----------------------------------------------------------------------------- CIFAR
+
+CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + [
+    "test_batch",
+    "batches.meta",
+]
+CIFAR100_FILES = ["train", "test", "meta"]
+
+
+def _text(v):
+    return v.decode("latin1") if isinstance(v, bytes) else v
+
+
+def _unpickle(path: Path) -> dict:
+    """A CIFAR pickle (written by Python 2); keys as ``str`` whichever way it was written."""
+    with open(path, "rb") as fh:
+        return {_text(k): v for k, v in pickle.load(fh, encoding="latin1").items()}
+
+
+def _names(values) -> list[str]:
+    return [_text(v) for v in values]
+
+
+def _cifar_images(batch: dict) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).copy())
+
+
+def _labels(values) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(values, dtype=np.int64))
+
+
+def _cifar_dir(root, folder: str, files) -> Path | None:
+    return _find_dir([r / folder for r in data_roots(root)], files)
+
+
+def _cifar_require(label: str, folder: str, files, tv_class: str, root, download):
+    return _require(
+        label,
+        lambda: _cifar_dir(root, folder, files),
+        lambda target: getattr(_tv().datasets, tv_class)(target, download=True),
+        root,
+        download,
+        folder,
+    )
+
+
+@register(
+    "cifar10",
+    "CIFAR-10, 10 classes, 32x32 colour (python pickles in cifar-10-batches-py/)",
+    lambda root: _cifar_dir(root, "cifar-10-batches-py", CIFAR10_FILES) is not None,
+)
+def load_cifar10(root=None, download: bool = False) -> FedDataset:
+    d = _cifar_require("CIFAR-10", "cifar-10-batches-py", CIFAR10_FILES, "CIFAR10", root, download)
+    train = [_unpickle(d / f) for f in CIFAR10_FILES[:5]]
+    test = _unpickle(d / "test_batch")
+    return FedDataset(
+        "cifar10",
+        torch.cat([_cifar_images(b) for b in train]),
+        _labels([y for b in train for y in b["labels"]]),
+        _cifar_images(test),
+        _labels(test["labels"]),
+        classes=_names(_unpickle(d / "batches.meta")["label_names"]),
+        mean=(0.4914, 0.4822, 0.4465),
+        std=(0.2470, 0.2435, 0.2616),
+    )
+
+
+@register(
+    "cifar100",
+    "CIFAR-100, 100 classes in 20 superclasses, 32x32 colour (cifar-100-python/)",
+    lambda root: _cifar_dir(root, "cifar-100-python", CIFAR100_FILES) is not None,
+)
+def load_cifar100(root=None, download: bool = False) -> FedDataset:
+    d = _cifar_require("CIFAR-100", "cifar-100-python", CIFAR100_FILES, "CIFAR100", root, download)
+    train, test, meta = (_unpickle(d / f) for f in CIFAR100_FILES)
+    fine = np.asarray(train["fine_labels"], dtype=np.int64)
+    pairs = np.unique(np.stack([fine, np.asarray(train["coarse_labels"])]), axis=1)
+    if pairs.shape[1] != 100 or not np.array_equal(pairs[0], np.arange(100)):
+        raise PflkitError(f"{d / 'train'}: fine labels do not map to one coarse label each")
+    return FedDataset(
+        "cifar100",
+        _cifar_images(train),
+        torch.from_numpy(fine),
+        _cifar_images(test),
+        _labels(test["fine_labels"]),
+        classes=_names(meta["fine_label_names"]),
+        mean=(0.5071, 0.4865, 0.4409),
+        std=(0.2673, 0.2564, 0.2762),
+        coarse_of_class=pairs[1].tolist(),
+        coarse_names=_names(meta["coarse_label_names"]),
+    )
+
+
+# ----------------------------------------------------------------------------- Omniglot
+
+OMNIGLOT_SETS = ("images_background", "images_evaluation")
+
+
+def _omniglot_dir(root, size: int) -> Path | None:
+    for r in data_roots(root):
+        d = r / "omniglot-py"
+        if (d / f"pflkit-cache-{size}.pt").is_file() or all((d / s).is_dir() for s in OMNIGLOT_SETS):
+            return d
+    return None
+
+
+def _read_omniglot_images(base: Path, size: int) -> dict:
+    """Every drawing as a ``size x size`` grey image with bright strokes, plus its
+    character label and its drawing number (rank of its file name within the character)."""
+    from PIL import Image
+
+    chars = sorted(
+        (a.name, c.name, c)
+        for s in OMNIGLOT_SETS
+        for a in (base / s).iterdir()
+        if a.is_dir()
+        for c in a.iterdir()
+        if c.is_dir()
+    )
+    alphabets = sorted({a for a, _, _ in chars})
+    xs, ys, drawing = [], [], []
+    for label, (_, _, cdir) in enumerate(chars):
+        for j, png in enumerate(sorted(cdir.glob("*.png"))):
+            with Image.open(png) as im:
+                img = im.convert("L").resize((size, size), Image.BILINEAR)
+            xs.append(255 - np.asarray(img, dtype=np.uint8))  # strokes bright
+            ys.append(label)
+            drawing.append(j)
+    return {
+        "x": torch.from_numpy(np.stack(xs)).unsqueeze(1),
+        "y": torch.tensor(ys, dtype=torch.int64),
+        "drawing": torch.tensor(drawing, dtype=torch.int64),
+        "classes": [f"{a}/{c}" for a, c, _ in chars],
+        "coarse_of_class": [alphabets.index(a) for a, _, _ in chars],
+        "coarse_names": alphabets,
+    }
+
+
+@register(
+    "omniglot",
+    "Omniglot, 1623 characters of 50 alphabets (alphabets as coarse groups), 28x28 grey",
+    lambda root: _omniglot_dir(root, 28) is not None,
+)
+def load_omniglot(root=None, download: bool = False, size: int = 28, n_train_per_char: int = 15) -> FedDataset:
+    """Omniglot's background and evaluation sets together, as one classification task.
+
+    Labels index all characters (alphabets sorted by name, then characters); the
+    alphabet of each character is its coarse class.  Omniglot has no official split
+    per character, so the first ``n_train_per_char`` of each character's 20 drawings
+    (sorted file names) are training images and the rest test images.  Images are
+    resized to ``size`` (PIL bilinear) and inverted so strokes are bright.  The tensors
+    are cached in ``omniglot-py/pflkit-cache-<size>.pt`` (delete it to re-read the PNGs).
+    """
+
+    def fetch(target):
+        for background in (True, False):
+            _tv().datasets.Omniglot(target, background=background, download=True)
+
+    d = _require(
+        "Omniglot",
+        lambda: _omniglot_dir(root, size),
+        fetch,
+        root,
+        download,
+        "omniglot-py/images_background and omniglot-py/images_evaluation",
+    )
+    cache = d / f"pflkit-cache-{size}.pt"
+    if cache.is_file():
+        data = torch.load(cache, weights_only=True)
+    else:
+        data = _read_omniglot_images(d, size)
+        try:
+            torch.save(data, cache)
+        except OSError:  # read-only data folder: just no cache
+            pass
+    train = data["drawing"] < n_train_per_char
+    return FedDataset(
+        "omniglot",
+        data["x"][train],
+        data["y"][train],
+        data["x"][~train],
+        data["y"][~train],
+        classes=list(data["classes"]),
+        # approximate statistics of inverted 28x28 Omniglot (about 8% of pixels are stroke)
+        mean=(0.08,),
+        std=(0.26,),
+        coarse_of_class=list(data["coarse_of_class"]),
+        coarse_names=list(data["coarse_names"]),
+        info={"n_train_per_char": n_train_per_char, "size": size},
+    )
+
+
+# ----------------------------------------------------------------------------- obtaining data
+
+
+def fetch_fashion_mnist(root=None) -> str:
+    """Make Fashion-MNIST available: already there; else Debian's package (as root, with apt);
+    else a torchvision download; else one clear error.  Returns where it was found."""
+    import shutil
+    import subprocess
+
+    if available_offline("fashion-mnist", root):
+        return "already available"
+    if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        for refresh_lists in (False, True):
+            if refresh_lists:
+                subprocess.run(["apt-get", "update", "-q"], capture_output=True, check=False)
+            subprocess.run(
+                ["apt-get", "install", "-y", "-q", "dataset-fashion-mnist"], capture_output=True, check=False
+            )
+            if available_offline("fashion-mnist", root):
+                return "installed Debian package dataset-fashion-mnist"
+    try:
+        load_fashion_mnist(root=root, download=True)
+        return "downloaded with torchvision"
+    except Exception as err:  # no network, no package manager
+        raise DataUnavailable(
+            "Fashion-MNIST is not on this machine and could not be installed or downloaded; "
+            "run `apt-get install dataset-fashion-mnist` (Debian/Ubuntu) or put the IDX files in "
+            f"{REPO_DATA / 'fashion-mnist'} ({type(err).__name__})"
+        ) from None

@@ -1,0 +1,312 @@
+"""The round loop shared by every method.
+
+``run(cfg)`` builds the federation (dataset tensors on the device, partition, one client
+object per client), then for every round: samples clients, passes the server's message to
+each and its reply back (counting bytes both ways), lets the server aggregate, evaluates
+every client's personalised model on its validation and test splits, and checkpoints.
+Randomness is derived from ``(seed, round, client)``, so a run resumed from a checkpoint
+continues exactly as the uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.metrics import f1_score
+
+from . import __version__
+from .data import FedDataset, load_dataset
+from .errors import PflkitError
+from .federated import ClientData, evaluate, nbytes
+from .models import build_model
+from .partitions import Partition, partition_dataset
+
+
+@dataclass
+class RunConfig:
+    method: str = "fedavg"
+    dataset: str = "fashion-mnist"
+    partition: str = "pathological"
+    clients: int = 20
+    rounds: int = 10
+    seed: int = 0
+    # partition protocol options
+    classes_per_client: int = 2
+    shares: tuple[float, float] = (0.4, 0.6)
+    alpha: float = 0.5
+    val_fraction: float = 0.1
+    # model and local training
+    model: str = "lenet"
+    width: str | None = None
+    sample_rate: float = 1.0
+    local_epochs: int = 1
+    local_steps: int | None = None  # if set, replaces local_epochs
+    batch_size: int = 50
+    lr: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    # engine
+    eval_every: int = 1
+    device: str = "auto"
+    checkpoint: str | None = None  # file to checkpoint to every round, resumed from if present
+    options: dict = field(default_factory=dict)  # method-specific options
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["shares"] = list(self.shares)
+        return d
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """``auto``: cuda if present, then mps, then cpu."""
+    if name != "auto":
+        return torch.device(name)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def derive_seed(*parts: int) -> int:
+    """A 63-bit seed from integers (seed, round, client, ...)."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(2, np.uint64)[0] >> 1)
+
+
+class Federation:
+    """The dataset as normalised float tensors on the device, and the partition."""
+
+    def __init__(self, ds: FedDataset, partition: Partition, device: torch.device):
+        self.ds, self.partition, self.device = ds, partition, device
+        self.x_train = ds.normalize(ds.x_train.to(device))
+        self.y_train = ds.y_train.to(device)
+        self.x_test = ds.normalize(ds.x_test.to(device))
+        self.y_test = ds.y_test.to(device)
+        self.clients = [ClientData(self, split) for split in partition.clients]
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig, ds: FedDataset | None = None) -> Federation:
+        ds = ds or load_dataset(cfg.dataset)
+        part = partition_dataset(
+            ds,
+            cfg.partition,
+            cfg.clients,
+            cfg.seed,
+            classes_per_client=cfg.classes_per_client,
+            shares=tuple(cfg.shares),
+            alpha=cfg.alpha,
+            val_fraction=cfg.val_fraction,
+        )
+        return cls(ds, part, pick_device(cfg.device))
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def summarize(results: list[dict]) -> dict:
+    """Client-level evaluation results -> the book's metrics.
+
+    ``mean_acc`` (= macro accuracy): plain mean of per-client accuracies.
+    ``pooled_acc`` (= micro accuracy): Σ correct / Σ samples over clients.
+    ``macro_f1`` / ``micro_f1``: per-client macro-F1 (over the labels the client sees),
+    averaged plainly / weighted by the client's sample count.
+    """
+    results = [r for r in results if r["n"] > 0]
+    n = np.array([r["n"] for r in results], dtype=float)
+    acc = np.array([r["correct"] / r["n"] for r in results])
+    f1 = np.array([f1_score(r["true"], r["pred"], average="macro", zero_division=0) for r in results])
+    return {
+        "mean_acc": float(acc.mean()),
+        "pooled_acc": float(sum(r["correct"] for r in results) / n.sum()),
+        "macro_f1": float(f1.mean()),
+        "micro_f1": float((f1 * n).sum() / n.sum()),
+        "loss": float((np.array([r["loss"] for r in results]) * n).sum() / n.sum()),
+        "per_client_acc": acc.tolist(),
+    }
+
+
+def evaluate_clients(server, clients, client_ids, eval_seed: int) -> dict:
+    """Evaluate every listed client's personalised model on its val and test splits."""
+    per_split = {"val": [], "test": []}
+    bytes_down = 0
+    for cid in client_ids:
+        msg = server.eval_message(cid)
+        bytes_down += nbytes(msg)
+        client = clients[cid]
+        client.generator.manual_seed(derive_seed(eval_seed, cid))
+        model = client.eval_model(msg)
+        for split in per_split:
+            per_split[split].append(evaluate(model, *client.data.split(split)))
+    out = (
+        {f"val_{k}": v for k, v in summarize(per_split["val"]).items() if k != "per_client_acc"}
+        if per_split["val"][0]["n"]
+        else {}
+    )
+    out.update(summarize(per_split["test"]))
+    out["eval_bytes_down"] = bytes_down
+    return out
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def git_commit() -> str:
+    try:
+        here = Path(__file__).resolve().parent
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+            or "unknown"
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def build(cfg: RunConfig, fed: Federation | None = None):
+    """Federation, method, server and clients for a config (nothing trained yet)."""
+    from .methods import get_method
+
+    method = get_method(cfg.method)
+    opts = method.resolve_options(cfg.options)
+    fed = fed or Federation.from_config(cfg)
+    torch.manual_seed(cfg.seed)
+    template = build_model(cfg.model, fed.ds.input_shape, fed.ds.n_classes, cfg.width).to(fed.device)
+    server = method.server(method.clone(template), cfg, opts, len(fed.clients))
+    clients = [method.client(i, data, method.clone(template), cfg, opts) for i, data in enumerate(fed.clients)]
+    return fed, method, server, clients
+
+
+def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, on_round=None) -> dict:
+    """Train ``cfg.method`` for ``cfg.rounds`` rounds; returns the result record (JSON-able).
+
+    ``on_round(rnd, row, server, clients)`` is called after every evaluated round (for the
+    book's figures: α heatmaps, embeddings, cluster assignments...).
+    """
+    if cfg.rounds < 1 or cfg.clients < 1 or not 0 < cfg.sample_rate <= 1:
+        raise PflkitError("rounds and clients must be >= 1 and sample_rate in (0, 1]")
+    t0 = time.perf_counter()
+    fed, method, server, clients = build(cfg, fed)
+    train_ids = [i for i in range(len(clients)) if i not in set(fed.partition.novel)]
+    history: list[dict] = []
+    ledger = {"bytes_up": 0, "bytes_down": 0, "eval_bytes_down": 0}
+    start = 0
+    ckpt = Path(cfg.checkpoint) if cfg.checkpoint else None
+    if ckpt is not None and ckpt.exists():
+        start, history, ledger = load_checkpoint(ckpt, cfg, server, clients)
+
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(range(start, cfg.rounds), desc=cfg.method, initial=start, total=cfg.rounds)
+    else:
+        bar = range(start, cfg.rounds)
+    for rnd in bar:
+        torch.manual_seed(derive_seed(cfg.seed, rnd, 1))
+        m = max(1, int(round(cfg.sample_rate * len(train_ids))))
+        pick = np.random.default_rng(derive_seed(cfg.seed, rnd, 2)).choice(len(train_ids), m, replace=False)
+        selected = sorted(train_ids[i] for i in pick)
+        uploads, losses = {}, []
+        for cid in selected:
+            msg = server.message_for(cid, rnd)
+            ledger["bytes_down"] += nbytes(msg)
+            clients[cid].generator.manual_seed(derive_seed(cfg.seed, rnd, 3, cid))
+            reply = clients[cid].train_round(msg, rnd)
+            losses.append(reply.pop("_loss", float("nan")))
+            ledger["bytes_up"] += nbytes(reply)
+            uploads[cid] = reply
+        server.aggregate(uploads, rnd)
+
+        if (rnd + 1) % cfg.eval_every == 0 or rnd + 1 == cfg.rounds:
+            row = {"round": rnd + 1, "train_loss": float(np.nanmean(losses)) if losses else float("nan")}
+            metrics = evaluate_clients(server, clients, train_ids, derive_seed(cfg.seed, rnd, 4))
+            ledger["eval_bytes_down"] += metrics.pop("eval_bytes_down")
+            row.update(metrics)
+            row.update(ledger)
+            row["wall_s"] = time.perf_counter() - t0
+            history.append(row)
+            if progress:
+                bar.set_postfix(acc=f"{row['mean_acc']:.3f}")
+            if on_round is not None:
+                on_round(rnd + 1, row, server, clients)
+        if ckpt is not None:
+            save_checkpoint(ckpt, cfg, rnd + 1, history, ledger, server, clients)
+
+    return make_result(cfg, fed, method, history, ledger, time.perf_counter() - t0)
+
+
+def make_result(cfg, fed, method, history, ledger, wall) -> dict:
+    last = history[-1]
+    with_val = [h for h in history if "val_mean_acc" in h]
+    best = max(with_val, key=lambda h: h["val_mean_acc"]) if with_val else last
+    pick = ("mean_acc", "pooled_acc", "macro_f1", "micro_f1", "per_client_acc")
+    return {
+        "config": cfg.to_dict(),
+        "options": method.resolve_options(cfg.options),
+        "history": [{k: v for k, v in h.items() if k != "per_client_acc"} for h in history],
+        "final": {k: last[k] for k in pick} | {"round": last["round"]},
+        "best_by_val": {k: best[k] for k in pick} | {"round": best["round"]},
+        "comm": {k: ledger[k] for k in ("bytes_up", "bytes_down", "eval_bytes_down")},
+        "partition": {
+            "unassigned": fed.partition.unassigned,
+            "train_sizes": [len(c.train) for c in fed.partition.clients],
+            "novel": fed.partition.novel,
+        },
+        "provenance": {
+            "pflkit": __version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "git_commit": git_commit(),
+            "device": str(fed.device),
+            "threads": torch.get_num_threads(),
+            "wall_time_s": round(wall, 3),
+            "seed": cfg.seed,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        },
+    }
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+def _ckpt_key(cfg: RunConfig) -> str:
+    d = cfg.to_dict()
+    d.pop("rounds")
+    d.pop("checkpoint")
+    return json.dumps(d, sort_keys=True)
+
+
+def save_checkpoint(path: Path, cfg, rnd, history, ledger, server, clients) -> None:
+    state = {
+        "config": _ckpt_key(cfg),
+        "round": rnd,
+        "history": json.dumps(history),
+        "ledger": ledger,
+        "server": server.state_dict(),
+        "clients": [c.state_dict() for c in clients],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)  # atomic: a kill leaves the previous checkpoint intact
+
+
+def load_checkpoint(path: Path, cfg, server, clients):
+    state = torch.load(path, map_location=clients[0].data.train_idx.device, weights_only=True)
+    if state["config"] != _ckpt_key(cfg):
+        raise PflkitError(
+            f"checkpoint {path} was written by a different configuration; delete it or change --checkpoint"
+        )
+    server.load_state_dict(state["server"])
+    for c, s in zip(clients, state["clients"]):
+        c.load_state_dict(s)
+    return state["round"], json.loads(state["history"]), dict(state["ledger"])

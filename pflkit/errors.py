@@ -1,0 +1,13 @@
+"""Errors the kit raises for bad input; the command line turns them into one line on stderr."""
+
+
+class PflkitError(Exception):
+    """Bad input or an impossible request, explained in one line."""
+
+
+class DataUnavailable(PflkitError):
+    """A dataset's files are not on this machine; the message says how to get them."""
+
+
+class TrainingDiverged(PflkitError):
+    """A loss became NaN or infinite."""

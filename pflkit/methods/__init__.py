@@ -1,0 +1,62 @@
+"""Registry of methods.  Each method is one file in this package, reading like its paper's
+algorithm: a :class:`~pflkit.federated.Server` subclass, a
+:class:`~pflkit.federated.Client` subclass, and a :class:`Method` entry naming them."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from ..errors import PflkitError
+from ..federated import Client, Server
+
+METHODS: dict[str, Method] = {}
+
+
+@dataclass
+class Method:
+    name: str
+    server: type[Server]
+    client: type[Client]
+    summary: str
+    paper: str = ""
+    # method options: name -> (default, help)
+    options: dict[str, tuple] = field(default_factory=dict)
+
+    def resolve_options(self, given: dict | None) -> dict:
+        given = dict(given or {})
+        unknown = sorted(set(given) - set(self.options))
+        if unknown:
+            raise PflkitError(
+                f"method {self.name} has no option(s) {', '.join(unknown)}; it has: {', '.join(self.options) or 'none'}"
+            )
+        return {k: given.get(k, default) for k, (default, _help) in self.options.items()}
+
+    @staticmethod
+    def clone(model):
+        return copy.deepcopy(model)
+
+
+def register(method: Method) -> Method:
+    METHODS[method.name] = method
+    return method
+
+
+def get_method(name: str) -> Method:
+    if name not in METHODS:
+        raise PflkitError(f"unknown method {name!r}; known: {', '.join(sorted(METHODS))}")
+    return METHODS[name]
+
+
+# importing the method files registers them
+from . import (  # noqa: E402, F401
+    ditto,
+    fedavg,
+    fedavg_ft,
+    fedper,
+    fedprox,
+    lgfedavg,
+    local,
+    perfedavg,
+    pfedme,
+)

@@ -1,0 +1,84 @@
+"""pFedMe (Dinh et al., 2020, Algorithm 1): personalisation with Moreau envelopes.
+
+Client i, local rounds r = 0..R−1 on minibatches D:
+    θ̃_i = argmin_θ  f̃_i(θ; D) + λ/2 ‖θ − w_{i,r}‖²     (approx.: K gradient steps, lr = personal_lr)
+    w_{i,r+1} = w_{i,r} − η λ (w_{i,r} − θ̃_i)
+Server:
+    w_{t+1} = (1 − β) w_t + β · (1/S) Σ_{i∈S} w_{i,R}
+Clients are evaluated with their personalised model θ̃_i.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..federated import Client, clone_model, snapshot, weighted_average
+from . import Method, register
+from .fedavg import FedAvgServer
+
+
+class PFedMeServer(FedAvgServer):
+    def aggregate(self, uploads, rnd):
+        if not uploads:
+            return
+        mean = weighted_average([u["weights"] for u in uploads.values()], [1] * len(uploads))  # (1/S) Σ w_i
+        beta = self.opt["beta"]
+        self.w = {k: (1 - beta) * self.w[k] + beta * mean[k] for k in self.w}
+
+
+class PFedMeClient(Client):
+    def __init__(self, cid, data, model, cfg, opts):
+        super().__init__(cid, data, model, cfg, opts)
+        self.theta = clone_model(model)  # personalised model θ̃_i
+
+    def train_round(self, message, rnd):
+        self.model.load_state_dict(message["weights"])  # w_{i,0} = w_t
+        lam, K, eta = self.opt["lam"], self.opt["K"], self.cfg.lr
+        inner = torch.optim.SGD(self.theta.parameters(), lr=self.opt["personal_lr"])
+        w = list(self.model.parameters())
+        total, n = 0.0, 0
+        for x, y in self.batches():
+            with torch.no_grad():  # start the inner problem at θ = w_{i,r}
+                for t, p in zip(self.theta.parameters(), w):
+                    t.copy_(p)
+            for _ in range(K):  # θ̃ ≈ argmin f̃(θ; D) + λ/2 ‖θ − w‖²
+                loss = F.cross_entropy(self.theta(x), y)
+                loss = loss + lam / 2 * sum(((t - p.detach()) ** 2).sum() for t, p in zip(self.theta.parameters(), w))
+                inner.zero_grad(set_to_none=True)
+                loss.backward()
+                inner.step()
+            with torch.no_grad():  # w ← w − η λ (w − θ̃)
+                for p, t in zip(w, self.theta.parameters()):
+                    p.sub_(eta * lam * (p - t))
+            total += loss.detach()
+            n += 1
+        loss = self.check_finite(total / max(n, 1))
+        return {"weights": snapshot(self.model), "_loss": loss}
+
+    def eval_model(self, message):
+        return self.theta
+
+    def state_dict(self):
+        return {"model": self.model.state_dict(), "theta": self.theta.state_dict()}
+
+    def load_state_dict(self, state):
+        self.model.load_state_dict(state["model"])
+        self.theta.load_state_dict(state["theta"])
+
+
+register(
+    Method(
+        "pfedme",
+        PFedMeServer,
+        PFedMeClient,
+        "Moreau-envelope personalisation; bi-level local problem",
+        "Dinh et al. 2020",
+        options={
+            "lam": (15.0, "λ, strength of the Moreau envelope"),
+            "K": (5, "gradient steps on the inner problem"),
+            "personal_lr": (0.01, "learning rate of the inner problem"),
+            "beta": (1.0, "server mixing β (1 = plain average)"),
+        },
+    )
+)

@@ -1,0 +1,64 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def pflkit(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "pflkit", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_methods_and_datasets_lists():
+    out = pflkit("methods").stdout
+    for m in ["local", "fedavg", "fedavg-ft", "fedprox", "fedper", "lg-fedavg", "ditto", "pfedme", "perfedavg"]:
+        assert m in out
+    ds = pflkit("datasets").stdout
+    assert "digits" in ds and "available offline" in ds and "cifar10" in ds
+
+
+def test_partition_json(tmp_path):
+    out = tmp_path / "p.json"
+    r = pflkit("partition", "--dataset", "digits", "--protocol", "pathological", "--classes-per-client", "3",
+               "--shares", "0.3", "0.7", "--clients", "5", "--seed", "1", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    d = json.loads(out.read_text())
+    assert {"dataset", "protocol", "seed", "n_train", "n_test", "unassigned", "clients"} <= set(d)
+    assert len(d["clients"]) == 5 and set(d["clients"][0]) == {"train", "val", "test"}
+    assert d["n_train"] == sum(len(c["train"]) + len(c["val"]) for c in d["clients"]) + d["unassigned"]
+
+
+def test_run_json(tmp_path):
+    out = tmp_path / "r.json"
+    r = pflkit("run", "fedprox", "--dataset", "digits", "--partition", "dirichlet", "--alpha", "0.5",
+               "--clients", "4", "--rounds", "2", "--seed", "3", "--model", "mlp", "--local-steps", "5",
+               "--mu", "0.1", "--no-progress", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "mean_acc" in r.stdout and len(r.stdout.strip().splitlines()) == 1
+    d = json.loads(out.read_text())
+    assert {"config", "history", "final", "comm", "provenance"} <= set(d)
+    assert d["config"]["options"] == {"mu": 0.1}
+    assert 0 <= d["final"]["mean_acc"] <= 1 and 0 <= d["final"]["pooled_acc"] <= 1
+    assert len(d["final"]["per_client_acc"]) == 4 and d["comm"]["bytes_up"] > 0
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["run", "nope", "--dataset", "digits"], "unknown method"),
+        (["run", "fedavg", "--dataset", "nope", "--rounds", "1"], "unknown dataset"),
+        (["partition", "--dataset", "digits", "--protocol", "nope", "--out", "x.json"], "invalid choice"),
+        (["partition", "--dataset", "digits", "--protocol", "iid", "--clients", "100000", "--out", "x.json"], "impossible partition"),
+        (["run", "fedavg", "--dataset", "cifar10", "--rounds", "1"], "not found"),
+        (["run", "fedavg", "--dataset", "digits", "--model", "mlp", "--clients", "3", "--rounds", "1", "--lr", "1e12", "--no-progress"], "lower the learning rate"),
+        (["run", "fedprox", "--dataset", "digits", "--bogus", "1"], "unrecognized arguments"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
+    r = subprocess.run(
+        [sys.executable, "-m", "pflkit", *args], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr

@@ -1,0 +1,94 @@
+"""Each method learns on a tiny problem, and the reductions between methods hold exactly."""
+
+import pytest
+import torch
+
+from pflkit.engine import build, run
+from pflkit.federated import snapshot
+from pflkit.methods import METHODS
+from tests.conftest import tiny_config
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_learns_on_tiny_problem(tiny_fed, method):
+    cfg = tiny_config(method=method, rounds=4)
+    res = run(cfg, tiny_fed(cfg))
+    accs = [h["mean_acc"] for h in res["history"]]
+    # 3 classes per client: chance is about 1/3
+    assert accs[-1] > 0.6, accs
+
+
+def final_server_state(cfg, fed):
+    captured = {}
+
+    def grab(rnd, row, server, clients):
+        captured["w"] = {k: v.clone() for k, v in server.w.items()}
+
+    run(cfg, fed, on_round=grab)
+    return captured["w"]
+
+
+def assert_states_equal(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+
+
+def test_fedprox_with_mu_zero_is_fedavg(tiny_fed):
+    a = final_server_state(tiny_config(method="fedavg"), tiny_fed(tiny_config()))
+    b = final_server_state(tiny_config(method="fedprox", options={"mu": 0.0}), tiny_fed(tiny_config()))
+    assert_states_equal(a, b)
+
+
+def test_ditto_global_model_is_fedavg(tiny_fed):
+    a = final_server_state(tiny_config(method="fedavg"), tiny_fed(tiny_config()))
+    b = final_server_state(tiny_config(method="ditto"), tiny_fed(tiny_config()))
+    assert_states_equal(a, b)
+
+
+def test_fedavg_ft_with_zero_epochs_is_fedavg(tiny_fed):
+    a = run(tiny_config(method="fedavg"), tiny_fed(tiny_config()))
+    b = run(tiny_config(method="fedavg-ft", options={"ft_epochs": 0}), tiny_fed(tiny_config()))
+    assert [h["mean_acc"] for h in a["history"]] == [h["mean_acc"] for h in b["history"]]
+
+
+def test_fedprox_with_large_mu_stays_near_global(tiny_fed):
+    cfg = tiny_config(method="fedprox", rounds=1, options={"mu": 1e3}, lr=1e-4)
+    fed, _, server, clients = build(cfg, tiny_fed(cfg))
+    msg = server.message_for(0, 0)
+    clients[0].train_round(msg, 0)
+    drift = sum((snapshot(clients[0].model)[k] - msg["weights"][k]).abs().max() for k in msg["weights"])
+    assert drift < 1e-2
+
+
+@pytest.mark.parametrize("method,shared,private", [("fedper", "body.", "head."), ("lg-fedavg", "head.", "body.")])
+def test_partial_sharing_keeps_private_part_on_client(tiny_fed, method, shared, private):
+    cfg = tiny_config(method=method, rounds=2)
+    fed, _, server, clients = build(cfg, tiny_fed(cfg))
+    assert all(k.startswith(shared) for k in server.message_for(0, 0)["weights"])
+    run(cfg, fed)  # a fresh build inside; check the result of a trained one instead:
+    states = {}
+
+    def grab(rnd, row, server, clients):
+        states["clients"] = [snapshot(c.eval_model(server.eval_message(c.cid))) for c in clients]
+
+    run(cfg, fed, on_round=grab)
+    c0, c1 = states["clients"][:2]
+    assert all(torch.equal(c0[k], c1[k]) for k in c0 if k.startswith(shared))
+    assert any(not torch.equal(c0[k], c1[k]) for k in c0 if k.startswith(private))
+
+
+def test_pfedme_beta_mixes_server_model(tiny_fed):
+    cfg = tiny_config(method="pfedme", rounds=1, options={"beta": 0.0})
+    fed, _, server, clients = build(cfg, tiny_fed(cfg))
+    before = {k: v.clone() for k, v in server.w.items()}
+    server.aggregate({0: clients[0].train_round(server.message_for(0, 0), 0)}, 0)
+    assert_states_equal(before, server.w)  # β = 0: the server model does not move
+
+
+def test_unknown_option_is_an_error():
+    from pflkit.errors import PflkitError
+    from pflkit.methods import get_method
+
+    with pytest.raises(PflkitError, match="no option"):
+        get_method("fedprox").resolve_options({"lam": 1})

@@ -1,0 +1,179 @@
+"""Execute the book's chapters at a profile and build the HTML book.
+
+    python tools/build_book.py --profile book          # make book
+    python tools/build_book.py --profile smoke --no-execute   # build from executed smoke copies
+
+Chapters are executed with papermill into ``_build/<profile>/stage/`` (a copy of the book's
+sources); a chapter is re-executed when it, any file of ``pflkit/`` or ``data/`` changed
+since its executed copy was written.  The staged copy is then built by Jupyter Book with
+execution off (everything in it has just been executed), ``-n -W --keep-going``.
+The execution report page lists each chapter's wall time, profile and commit.
+The book profile's HTML is copied to ``_build/html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ["_config.yml", "_toc.yml", "references.bib", "book", "data"]
+
+
+def chapters() -> list[Path]:
+    """Notebooks named in _toc.yml, in order."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}]):
+        files += [c["file"] for c in part.get("chapters", [])]
+    return [ROOT / (f + ".ipynb") for f in files if (ROOT / (f + ".ipynb")).exists()]
+
+
+def newest_input(nb: Path) -> float:
+    deps = [nb] + list((ROOT / "pflkit").rglob("*.py")) + list((ROOT / "data").rglob("*.csv"))
+    return max(p.stat().st_mtime for p in deps)
+
+
+def execute(profile: str, force: bool = False, only: list[str] | None = None) -> dict:
+    import papermill as pm
+
+    stage = ROOT / "_build" / profile / "stage"
+    report_path = stage / "execution.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    env_profile = os.environ.get("PFLBOOK_PROFILE")
+    os.environ["PFLBOOK_PROFILE"] = profile
+    try:
+        for nb in chapters():
+            rel = nb.relative_to(ROOT)
+            out = stage / rel
+            if only and nb.stem not in only:
+                continue
+            if not force and out.exists() and out.stat().st_mtime >= newest_input(nb):
+                print(f"[{profile}] {rel}: up to date", flush=True)
+                continue
+            out.parent.mkdir(parents=True, exist_ok=True)
+            print(f"[{profile}] executing {rel} ...", flush=True)
+            t0 = time.perf_counter()
+            pm.execute_notebook(
+                str(nb), str(out), cwd=str(nb.parent), kernel_name="python3", progress_bar=False,
+                request_save_on_cell_execute=False,
+            )  # fmt: skip
+            wall = time.perf_counter() - t0
+            print(f"[{profile}] {rel}: {wall:.1f} s", flush=True)
+            report[str(rel)] = {
+                "profile": profile,
+                "wall_s": round(wall, 1),
+                "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "commit": git_commit(),
+                "device": device_name(),
+            }
+            report_path.write_text(json.dumps(report, indent=1))
+    finally:
+        if env_profile is None:
+            os.environ.pop("PFLBOOK_PROFILE", None)
+        else:
+            os.environ["PFLBOOK_PROFILE"] = env_profile
+    return report
+
+
+def git_commit() -> str:
+    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return r.stdout.strip() or "uncommitted"
+
+
+def device_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
+
+
+def stage_sources(profile: str) -> Path:
+    """Copy the non-notebook sources next to the executed chapters; turn execution off."""
+    stage = ROOT / "_build" / profile / "stage"
+    for name in SOURCES:
+        src = ROOT / name
+        if src.is_dir():
+            for f in src.rglob("*"):
+                if f.is_file() and f.suffix != ".ipynb" and ".ipynb_checkpoints" not in f.parts:
+                    dst = stage / f.relative_to(ROOT)
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(f, dst)
+        else:
+            shutil.copy2(src, stage / name)
+    cfg = yaml.safe_load((stage / "_config.yml").read_text())
+    cfg.setdefault("execute", {})["execute_notebooks"] = "off"
+    (stage / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    write_report_page(stage, profile)
+    return stage
+
+
+def write_report_page(stage: Path, profile: str) -> None:
+    report_path = stage / "execution.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    lines = [
+        "# Execution report",
+        "",
+        f"Every chapter of this build was executed with the **`{profile}`** profile just before the",
+        "HTML was built; the numbers and figures in it come from that execution.",
+        "",
+        "| chapter | profile | wall time (s) | finished | commit | device |",
+        "|---|---|---|---|---|---|",
+    ]
+    for rel, r in sorted(report.items()):
+        lines.append(f"| `{rel}` | {r['profile']} | {r['wall_s']} | {r['finished']} | {r['commit']} | {r['device']} |")
+    total = sum(r["wall_s"] for r in report.values())
+    lines += ["", f"Total execution time: {total:.0f} s.", ""]
+    (stage / "book" / "report.md").write_text("\n".join(lines))
+
+
+def build_html(profile: str) -> Path:
+    stage = ROOT / "_build" / profile / "stage"
+    missing = [nb.relative_to(ROOT) for nb in chapters() if not (stage / nb.relative_to(ROOT)).exists()]
+    if missing:
+        sys.exit(f"error: not executed at profile {profile}: {', '.join(map(str, missing))}")
+    out = ROOT / "_build" / profile
+    cmd = ["jupyter-book", "build", str(stage), "--path-output", str(out), "-n", "-W", "--keep-going"]
+    exe = Path(sys.executable).parent / "jupyter-book"
+    cmd[0] = str(exe) if exe.exists() else "jupyter-book"
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    html = out / "_build" / "html"
+    if profile == "book":
+        dest = ROOT / "_build" / "html"
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(html, dest)
+        html = dest
+    print(f"book built: {html / 'index.html'}")
+    return html
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", choices=("smoke", "book", "paper"), default="book")
+    ap.add_argument("--no-execute", action="store_true", help="use the executed copies already staged")
+    ap.add_argument("--no-build", action="store_true", help="execute only")
+    ap.add_argument("--force", action="store_true", help="re-execute even if up to date")
+    ap.add_argument("--only", nargs="*", help="execute only these chapters (file stems)")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    if not args.no_execute:
+        try:
+            execute(args.profile, force=args.force, only=args.only)
+        except Exception as err:  # papermill's PapermillExecutionError carries the cell's traceback
+            sys.exit(f"error: chapter execution failed: {str(err).splitlines()[0] if str(err) else err!r}")
+    stage_sources(args.profile)
+    if not args.no_build:
+        build_html(args.profile)
+    print(f"done in {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
