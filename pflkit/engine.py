@@ -199,6 +199,7 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
     train_ids = [i for i in range(len(clients)) if i not in set(fed.partition.novel)]
     history: list[dict] = []
     ledger = {"bytes_up": 0, "bytes_down": 0, "eval_bytes_down": 0}
+    timing = {"setup_s": time.perf_counter() - t0, "train_s": 0.0, "eval_s": 0.0, "checkpoint_s": 0.0}
     start = 0
     ckpt = Path(cfg.checkpoint) if cfg.checkpoint else None
     if ckpt is not None and ckpt.exists():
@@ -211,6 +212,7 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
     else:
         bar = range(start, cfg.rounds)
     for rnd in bar:
+        t_round = time.perf_counter()
         torch.manual_seed(derive_seed(cfg.seed, rnd, 1))
         m = max(1, int(round(cfg.sample_rate * len(train_ids))))
         pick = np.random.default_rng(derive_seed(cfg.seed, rnd, 2)).choice(len(train_ids), m, replace=False)
@@ -225,6 +227,8 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
             ledger["bytes_up"] += nbytes(reply)
             uploads[cid] = reply
         server.aggregate(uploads, rnd)
+        t_eval = time.perf_counter()
+        timing["train_s"] += t_eval - t_round
 
         if (rnd + 1) % cfg.eval_every == 0 or rnd + 1 == cfg.rounds:
             row = {"round": rnd + 1, "train_loss": float(np.nanmean(losses)) if losses else float("nan")}
@@ -238,13 +242,16 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
                 bar.set_postfix(acc=f"{row['mean_acc']:.3f}")
             if on_round is not None:
                 on_round(rnd + 1, row, server, clients)
+        t_ckpt = time.perf_counter()
+        timing["eval_s"] += t_ckpt - t_eval
         if ckpt is not None:
             save_checkpoint(ckpt, cfg, rnd + 1, history, ledger, server, clients)
+            timing["checkpoint_s"] += time.perf_counter() - t_ckpt
 
-    return make_result(cfg, fed, method, history, ledger, time.perf_counter() - t0)
+    return make_result(cfg, fed, method, history, ledger, time.perf_counter() - t0, timing)
 
 
-def make_result(cfg, fed, method, history, ledger, wall) -> dict:
+def make_result(cfg, fed, method, history, ledger, wall, timing) -> dict:
     last = history[-1]
     with_val = [h for h in history if "val_mean_acc" in h]
     best = max(with_val, key=lambda h: h["val_mean_acc"]) if with_val else last
@@ -256,6 +263,7 @@ def make_result(cfg, fed, method, history, ledger, wall) -> dict:
         "final": {k: last[k] for k in pick} | {"round": last["round"]},
         "best_by_val": {k: best[k] for k in pick} | {"round": best["round"]},
         "comm": {k: ledger[k] for k in ("bytes_up", "bytes_down", "eval_bytes_down")},
+        "timing": {k: round(v, 3) for k, v in timing.items()},  # this session's time (not resumed rounds)
         "partition": {
             "unassigned": fed.partition.unassigned,
             "train_sizes": [len(c.train) for c in fed.partition.clients],

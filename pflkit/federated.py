@@ -58,6 +58,16 @@ def flatten(state: Mapping[str, torch.Tensor]) -> torch.Tensor:
     return torch.cat([v.reshape(-1).float() for v in state.values() if v.is_floating_point()])
 
 
+def proximal_term(reference: list[torch.Tensor], weight: float):
+    """``penalty(model) = weight/2 · ‖params(model) − reference‖²`` (FedProx, Ditto, pFedMe)."""
+    reference = [r.detach() for r in reference]
+
+    def penalty(model: nn.Module) -> torch.Tensor:
+        return weight / 2 * sum(((p - r) ** 2).sum() for p, r in zip(model.parameters(), reference))
+
+    return penalty
+
+
 # ----------------------------------------------------------------------------- client data
 
 
@@ -136,8 +146,8 @@ class Client:
     """One client: its data, its models, and what it does with a server message.
 
     Subclasses implement :meth:`train_round` (receive, train, reply) and, when the model
-    they are judged by is not ``self.model``, :meth:`eval_model`.  Everything a client must
-    remember between rounds is returned by :meth:`state_dict` (for checkpoints).
+    they are judged by is not ``self.model``, :meth:`eval_model`.  The modules a client must
+    remember between rounds are named in ``persistent`` (saved in checkpoints).
     """
 
     def __init__(self, cid: int, data: ClientData, model: nn.Module, cfg, opts: dict):
@@ -157,11 +167,14 @@ class Client:
         return self.model
 
     # checkpoints ------------------------------------------------------------------------
+    persistent: tuple[str, ...] = ("model",)  # the modules a client keeps between rounds
+
     def state_dict(self) -> dict:
-        return {"model": self.model.state_dict()}
+        return {name: getattr(self, name).state_dict() for name in self.persistent}
 
     def load_state_dict(self, state: dict) -> None:
-        self.model.load_state_dict(state["model"])
+        for name in self.persistent:
+            getattr(self, name).load_state_dict(state[name])
 
     # shared mechanics -------------------------------------------------------------------
     def n_samples(self) -> torch.Tensor:

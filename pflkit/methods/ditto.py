@@ -8,36 +8,26 @@ Clients are evaluated with their personal model v_k.
 
 from __future__ import annotations
 
-from ..federated import clone_model
+from ..federated import clone_model, proximal_term
 from . import Method, register
 from .fedavg import FedAvgClient, FedAvgServer
 
 
 class DittoClient(FedAvgClient):
+    persistent = ("model", "personal")
+
     def __init__(self, cid, data, model, cfg, opts):
         super().__init__(cid, data, model, cfg, opts)
         self.personal = clone_model(model)  # v_k
 
     def local_update(self):
         w_t = [p.detach().clone() for p in self.model.parameters()]
-        lam = self.opt["lam"]
-
-        def toward_global(v):  # λ/2 ‖v − w_t‖²
-            return lam / 2 * sum(((p - q) ** 2).sum() for p, q in zip(v.parameters(), w_t))
-
         loss = self.sgd()  # global update w^k, sent to the server (exactly FedAvg's)
-        self.sgd(self.personal, penalty=toward_global)  # personal update of v_k
+        self.sgd(self.personal, penalty=proximal_term(w_t, self.opt["lam"]))  # v_k: F_k(v) + λ/2 ‖v − w_t‖²
         return loss
 
     def eval_model(self, message):
         return self.personal
-
-    def state_dict(self):
-        return {"model": self.model.state_dict(), "personal": self.personal.state_dict()}
-
-    def load_state_dict(self, state):
-        self.model.load_state_dict(state["model"])
-        self.personal.load_state_dict(state["personal"])
 
 
 register(

@@ -5,6 +5,7 @@ h_k(w; w_t) = F_k(w) + μ/2 ‖w − w_t‖²                                  (
 
 from __future__ import annotations
 
+from ..federated import proximal_term
 from . import Method, register
 from .fedavg import FedAvgClient, FedAvgServer
 
@@ -12,12 +13,7 @@ from .fedavg import FedAvgClient, FedAvgServer
 class FedProxClient(FedAvgClient):
     def local_update(self):
         w_t = [p.detach().clone() for p in self.model.parameters()]
-        mu = self.opt["mu"]
-
-        def proximal(model):  # μ/2 ‖w − w_t‖²
-            return mu / 2 * sum(((p - q) ** 2).sum() for p, q in zip(model.parameters(), w_t))
-
-        return self.sgd(penalty=proximal)
+        return self.sgd(penalty=proximal_term(w_t, self.opt["mu"]))  # F_k(w) + μ/2 ‖w − w_t‖²
 
 
 register(

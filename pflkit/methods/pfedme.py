@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..federated import Client, clone_model, snapshot, weighted_average
+from ..federated import Client, clone_model, proximal_term, snapshot, weighted_average
 from . import Method, register
 from .fedavg import FedAvgServer
 
@@ -28,6 +28,8 @@ class PFedMeServer(FedAvgServer):
 
 
 class PFedMeClient(Client):
+    persistent = ("model", "theta")
+
     def __init__(self, cid, data, model, cfg, opts):
         super().__init__(cid, data, model, cfg, opts)
         self.theta = clone_model(model)  # personalised model θ̃_i
@@ -42,9 +44,9 @@ class PFedMeClient(Client):
             with torch.no_grad():  # start the inner problem at θ = w_{i,r}
                 for t, p in zip(self.theta.parameters(), w):
                     t.copy_(p)
+            moreau = proximal_term(w, lam)
             for _ in range(K):  # θ̃ ≈ argmin f̃(θ; D) + λ/2 ‖θ − w‖²
-                loss = F.cross_entropy(self.theta(x), y)
-                loss = loss + lam / 2 * sum(((t - p.detach()) ** 2).sum() for t, p in zip(self.theta.parameters(), w))
+                loss = F.cross_entropy(self.theta(x), y) + moreau(self.theta)
                 inner.zero_grad(set_to_none=True)
                 loss.backward()
                 inner.step()
@@ -58,13 +60,6 @@ class PFedMeClient(Client):
 
     def eval_model(self, message):
         return self.theta
-
-    def state_dict(self):
-        return {"model": self.model.state_dict(), "theta": self.theta.state_dict()}
-
-    def load_state_dict(self, state):
-        self.model.load_state_dict(state["model"])
-        self.theta.load_state_dict(state["theta"])
 
 
 register(
