@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--novel-clients", type=int, default=0)
     p.add_argument("--novel-alpha", type=float, default=None)
     p.add_argument("--out", required=True)
+    p.add_argument("--report", default=None, metavar="PNG", help="also draw the client x class heatmap")
 
     r = sub.add_parser("run", help="train a method and write the result JSON")
     r.add_argument("method")
@@ -121,6 +122,18 @@ def cmd_partition(args) -> None:
         novel_clients=args.novel_clients, novel_alpha=args.novel_alpha, val_fraction=args.val_fraction,
     )  # fmt: skip
     part.save(args.out)
+    if args.report:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from .plots import partition_report
+
+        fig, ax = plt.subplots(figsize=(6, 0.25 * part.n_clients + 2))
+        partition_report(part, ds, ax=ax)
+        fig.tight_layout()
+        fig.savefig(args.report, dpi=100)
     sizes = [len(c.train) for c in part.clients]
     print(
         f"{args.protocol}: {part.n_clients} clients on {ds.name}, train sizes {min(sizes)}..{max(sizes)}, "

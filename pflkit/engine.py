@@ -146,11 +146,9 @@ def evaluate_clients(server, clients, client_ids, eval_seed: int) -> dict:
         model = client.eval_model(msg)
         for split in per_split:
             per_split[split].append(evaluate(model, *client.data.split(split)))
-    out = (
-        {f"val_{k}": v for k, v in summarize(per_split["val"]).items() if k != "per_client_acc"}
-        if per_split["val"][0]["n"]
-        else {}
-    )
+    out = {}
+    if any(r["n"] for r in per_split["val"]):  # val_fraction = 0 leaves no validation data
+        out = {f"val_{k}": v for k, v in summarize(per_split["val"]).items() if k != "per_client_acc"}
     out.update(summarize(per_split["test"]))
     out["eval_bytes_down"] = bytes_down
     return out
@@ -182,7 +180,14 @@ def build(cfg: RunConfig, fed: Federation | None = None):
     torch.manual_seed(cfg.seed)
     template = build_model(cfg.model, fed.ds.input_shape, fed.ds.n_classes, cfg.width).to(fed.device)
     server = method.server(method.clone(template), cfg, opts, len(fed.clients))
-    clients = [method.client(i, data, method.clone(template), cfg, opts) for i, data in enumerate(fed.clients)]
+
+    def client_model(cid: int):
+        width = method.client_width(cid, len(fed.clients), opts) if method.client_width else None
+        if width is None:
+            return method.clone(template)
+        return build_model(cfg.model, fed.ds.input_shape, fed.ds.n_classes, width).to(fed.device)
+
+    clients = [method.client(i, data, client_model(i), cfg, opts) for i, data in enumerate(fed.clients)]
     return fed, method, server, clients
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import seaborn as sns
 
 
@@ -25,3 +26,21 @@ def accuracy_curves(df, x="round", y="mean_acc", hue="method", col=None, **kw):
     g = sns.relplot(data=df, x=x, y=y, hue=hue, col=col, kind="line", marker="o", height=3.2, aspect=1.3, **kw)
     g.set_axis_labels(x, y.replace("_", " "))
     return g
+
+
+def partition_report(part, ds, ax=None, title: str | None = None):
+    """A partition's client x class heatmap (training counts) and a table of split sizes."""
+    counts = part.class_counts(ds.y_train.cpu().numpy())
+    short = [c.split("/")[0] for c in ds.classes] if ds.n_classes <= 20 else None
+    partition_heatmap(counts, short, ax=ax, title=title or f"{part.protocol}, {part.n_clients} clients")
+    sizes = pd.DataFrame(
+        {
+            "train": [len(c.train) for c in part.clients],
+            "val": [len(c.val) for c in part.clients],
+            "test": [len(c.test) for c in part.clients],
+            "classes": (counts > 0).sum(1),
+            "novel": [i in set(part.novel) for i in range(part.n_clients)],
+        }
+    )
+    sizes.index.name = "client"
+    return sizes

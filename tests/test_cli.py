@@ -20,8 +20,10 @@ def test_methods_and_datasets_lists():
 def test_partition_json(tmp_path):
     out = tmp_path / "p.json"
     r = pflkit("partition", "--dataset", "digits", "--protocol", "pathological", "--classes-per-client", "3",
-               "--shares", "0.3", "0.7", "--clients", "5", "--seed", "1", "--out", str(out))  # fmt: skip
+               "--shares", "0.3", "0.7", "--clients", "5", "--seed", "1", "--out", str(out),
+               "--report", str(tmp_path / "p.png"))  # fmt: skip
     assert r.returncode == 0, r.stderr
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
     d = json.loads(out.read_text())
     assert {"dataset", "protocol", "seed", "n_train", "n_test", "unassigned", "clients"} <= set(d)
     assert len(d["clients"]) == 5 and set(d["clients"][0]) == {"train", "val", "test"}

@@ -5,6 +5,7 @@ algorithm: a :class:`~pflkit.federated.Server` subclass, a
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import PflkitError
@@ -22,6 +23,9 @@ class Method:
     paper: str = ""
     # method options: name -> (default, help)
     options: dict[str, tuple] = field(default_factory=dict)
+    # clients of different model widths (pFedHN's computational budgets):
+    # (client id, number of clients, options) -> width for build_model, or None for cfg.width
+    client_width: Callable[[int, int, dict], str | int | None] | None = None
 
     def resolve_options(self, given: dict | None) -> dict:
         given = dict(given or {})
