@@ -69,11 +69,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
 def _method_options(method, extra: list[str]) -> dict:
     """Parse ``--name value`` pairs declared by the method."""
     p = _Parser(prog=f"python -m pflkit run {method.name}", add_help=False)
     for name, (default, help_) in method.options.items():
-        typ = type(default) if default is not None else str
+        typ = _parse_bool if isinstance(default, bool) else type(default) if default is not None else str
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=default, help=help_)
     ns, rest = p.parse_known_args(extra)
     if rest:

@@ -64,3 +64,16 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_method_options_parse_booleans_and_types():
+    from pflkit.cli import _method_options
+    from pflkit.errors import PflkitError
+    from pflkit.federated import Client, Server
+    from pflkit.methods import Method
+
+    m = Method("x", Server, Client, "", options={"flag": (False, ""), "k": (3, ""), "lr": (0.1, "")})
+    assert _method_options(m, ["--flag", "false", "--k", "5"]) == {"flag": False, "k": 5, "lr": 0.1}
+    assert _method_options(m, ["--flag", "1"])["flag"] is True
+    with pytest.raises(PflkitError):
+        _method_options(m, ["--flag", "maybe"])

@@ -62,5 +62,6 @@ from . import (  # noqa: E402, F401
     lgfedavg,
     local,
     perfedavg,
+    pfedhn,
     pfedme,
 )
