@@ -177,6 +177,13 @@ class Client:
             getattr(self, name).load_state_dict(state[name])
 
     # shared mechanics -------------------------------------------------------------------
+    def scratch_model(self) -> nn.Module:
+        """A spare copy of the client's architecture, made once and reused (e.g. for the
+        fine-tuned or adapted model a client is evaluated with); load weights into it."""
+        if getattr(self, "_scratch", None) is None:
+            self._scratch = clone_model(self.model)
+        return self._scratch
+
     def n_samples(self) -> torch.Tensor:
         """The training-set size, as sent to servers that weight by it."""
         return torch.tensor(self.data.n_train)

@@ -101,8 +101,7 @@ def test_metrics_hand_computed():
     s = summarize([a, b])
     assert s["mean_acc"] == pytest.approx((0.75 + 1.0) / 2)  # macro: plain mean over clients
     assert s["pooled_acc"] == pytest.approx(4 / 5)  # micro: Σ correct / Σ samples
-    f1_a = (1 / (1 + 0.5 * (0 + 1) / 2) + 2 / 3) / 2  # class 0: P=2/3,R=1 -> .8; class 1: P=1,R=.5 -> 2/3
-    f1_a = (0.8 + 2 / 3) / 2
+    f1_a = (0.8 + 2 / 3) / 2  # class 0: P=2/3, R=1 -> F1 .8; class 1: P=1, R=.5 -> F1 2/3
     assert s["macro_f1"] == pytest.approx((f1_a + 1.0) / 2)
     assert s["micro_f1"] == pytest.approx((4 * f1_a + 1.0) / 5)
     assert s["loss"] == pytest.approx(4 / 5)

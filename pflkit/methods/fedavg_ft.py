@@ -3,14 +3,13 @@ after ``ft_epochs`` epochs of SGD on its own training data (the fine-tuned copy 
 
 from __future__ import annotations
 
-from ..federated import clone_model
 from . import Method, register
 from .fedavg import FedAvgClient, FedAvgServer
 
 
 class FedAvgFTClient(FedAvgClient):
     def eval_model(self, message):
-        tuned = clone_model(self.model)
+        tuned = self.scratch_model()
         tuned.load_state_dict(message["weights"])
         self.sgd(tuned, epochs=self.opt["ft_epochs"])
         return tuned

@@ -12,7 +12,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..federated import clone_model
 from . import Method, register
 from .fedavg import FedAvgClient, FedAvgServer
 
@@ -47,7 +46,7 @@ class PerFedAvgClient(FedAvgClient):
         return reply
 
     def eval_model(self, message):
-        adapted = clone_model(self.model)
+        adapted = self.scratch_model()
         adapted.load_state_dict(message["weights"])
         self.sgd(adapted, lr=self.opt["alpha"], steps=1)  # one step of adaptation
         return adapted
