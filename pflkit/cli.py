@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_protocol_options(p)
     p.add_argument("--protocol", required=True, choices=PROTOCOLS)
     p.add_argument("--novel-clients", type=int, default=0)
-    p.add_argument("--novel-alpha", type=float, default=None)
+    p.add_argument(
+        "--novel-alpha", type=_floats, default=None, help="α of the novel clients; comma-separated for groups"
+    )
     p.add_argument("--out", required=True)
     p.add_argument("--report", default=None, metavar="PNG", help="also draw the client x class heatmap")
 
@@ -67,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--out", default=None)
     return parser
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
 
 
 def _parse_bool(text: str) -> bool:

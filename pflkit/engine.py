@@ -191,6 +191,15 @@ def build(cfg: RunConfig, fed: Federation | None = None):
     return fed, method, server, clients
 
 
+def handshake(server, clients) -> int:
+    """Before round 1: every client that has something to say once (its ``setup_message``)
+    sends it, and the server receives them together.  Returns the bytes sent up."""
+    uploads = {c.cid: m for c in clients if (m := c.setup_message()) is not None}
+    if uploads:
+        server.setup(uploads)
+    return sum(nbytes(m) for m in uploads.values())
+
+
 def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, on_round=None) -> dict:
     """Train ``cfg.method`` for ``cfg.rounds`` rounds; returns the result record (JSON-able).
 
@@ -204,6 +213,7 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
     train_ids = [i for i in range(len(clients)) if i not in set(fed.partition.novel)]
     history: list[dict] = []
     ledger = {"bytes_up": 0, "bytes_down": 0, "eval_bytes_down": 0}
+    ledger["bytes_up"] += handshake(server, clients)
     timing = {"setup_s": time.perf_counter() - t0, "train_s": 0.0, "eval_s": 0.0, "checkpoint_s": 0.0}
     start = 0
     ckpt = Path(cfg.checkpoint) if cfg.checkpoint else None

@@ -159,6 +159,11 @@ class Client:
         self.generator = torch.Generator()  # reseeded by the engine every round
 
     # protocol ---------------------------------------------------------------------------
+    def setup_message(self) -> Message | None:
+        """What this client sends once, before the first round (e.g. a label histogram or an
+        initial local model); ``None``: nothing.  The engine counts its bytes up."""
+        return None
+
     def train_round(self, message: Message, rnd: int) -> Message:
         raise NotImplementedError
 
@@ -237,6 +242,9 @@ class Server:
         self.cfg = cfg
         self.opt = opts
         self.n_clients = n_clients
+
+    def setup(self, uploads: dict[int, Message]) -> None:
+        """Receive the clients' :meth:`Client.setup_message` replies (all clients, once)."""
 
     def message_for(self, cid: int, rnd: int) -> Message:
         """What the server sends to client ``cid`` at the start of round ``rnd``."""

@@ -18,7 +18,9 @@ Protocols (command-line names):
                         pFedMB alpha=.4, FeSEM alpha=.5, KT-pFL "all labels, different counts").
 ``dirichlet-normalized`` ``p_i ~ Dir(alpha)`` over classes for every client, then normalised
                         per class so that ``sum_i p_{i,c} = 1`` (pFedHN §5.3); the last
-                        ``novel_clients`` clients are held out, drawn with ``novel_alpha``.
+                        ``novel_clients`` clients are held out, drawn with ``novel_alpha``
+                        (one value, or several: equal consecutive groups of novel clients,
+                        one per value, as pFedHN's Figure 2 varies α ∈ {.1,.25,.5,1}).
 ``coarse``              one coarse group per client (CIFAR-100 superclasses, Omniglot
                         alphabets, Fashion-MNIST's documented garment groups); a group's
                         classes are split equally among the clients that hold it (pFedHN §5.5).
@@ -68,6 +70,19 @@ class Partition:
         y = np.asarray(y)
         n_classes = self.shares.shape[1]
         return np.stack([np.bincount(y[getattr(c, split)], minlength=n_classes) for c in self.clients])
+
+    def subset(self, ids) -> Partition:
+        """The partition restricted to clients ``ids`` (renumbered 0..len-1), e.g. one group's
+        clients for a per-group baseline.  Samples of the other clients count as unassigned."""
+        ids = [int(i) for i in ids]
+        clients = [self.clients[i] for i in ids]
+        return Partition(
+            self.dataset, self.protocol, self.seed, self.n_train, self.n_test,
+            self.n_train - sum(len(c.train) + len(c.val) for c in clients),
+            self.n_test - sum(len(c.test) for c in clients),
+            clients, self.shares[ids], [ids.index(i) for i in self.novel if i in ids],
+            dict(self.params, subset_of=self.n_clients, n_clients=len(ids)),
+        )  # fmt: skip
 
     def to_json(self) -> dict:
         return {
@@ -148,10 +163,16 @@ def shares_dirichlet(n_clients, n_classes, alpha, rng) -> np.ndarray:
     return rng.dirichlet(np.full(n_clients, alpha), size=n_classes).T
 
 
+def novel_alphas(novel: int, novel_alpha) -> list[float]:
+    """The α of each novel client: equal consecutive groups, one per value of ``novel_alpha``."""
+    values = [float(a) for a in np.atleast_1d(novel_alpha)]
+    return [values[j * len(values) // novel] for j in range(novel)] if novel else []
+
+
 def shares_dirichlet_normalized(n_clients, n_classes, alpha, novel, novel_alpha, rng) -> np.ndarray:
-    if alpha <= 0 or novel_alpha <= 0:
+    alphas = [alpha] * (n_clients - novel) + novel_alphas(novel, novel_alpha)
+    if min(alphas) <= 0:
         raise PflkitError("impossible partition: Dirichlet alpha must be > 0")
-    alphas = [alpha] * (n_clients - novel) + [novel_alpha] * novel
     p = np.stack([rng.dirichlet(np.full(n_classes, a)) for a in alphas])  # p_i ~ Dir(alpha)
     return p / p.sum(axis=0, keepdims=True)  # normalise so that sum_i p_{i,c} = 1
 
@@ -201,7 +222,7 @@ def make_partition(
     shares: tuple[float, float] = (0.4, 0.6),
     alpha: float = 0.5,
     novel_clients: int = 0,
-    novel_alpha: float | None = None,
+    novel_alpha: float | list[float] | None = None,
     coarse_of_class=None,
     val_fraction: float = 0.1,
     min_train: int = 2,
@@ -241,7 +262,7 @@ def make_partition(
         elif protocol == "dirichlet-normalized":
             na = alpha if novel_alpha is None else novel_alpha
             P = shares_dirichlet_normalized(n_clients, n_classes, alpha, novel_clients, na, rng)
-            params.update(alpha=alpha, novel_clients=novel_clients, novel_alpha=na)
+            params.update(alpha=alpha, novel_clients=novel_clients, novel_alpha=novel_alphas(novel_clients, na))
         elif protocol == "coarse":
             P = shares_coarse(n_clients, n_classes, coarse_of_class, rng)
         else:  # iid

@@ -92,6 +92,22 @@ def test_dirichlet_normalized_novel_clients():
     assert p.shares.sum(0) == pytest.approx(np.ones(10))
 
 
+def test_novel_clients_in_groups_of_alpha():
+    """pFedHN Fig. 2: novel clients in equal groups, one per α; the training clients keep α."""
+    p = build("dirichlet-normalized", 12, 0, alpha=0.1, novel_clients=4, novel_alpha=[0.1, 1.0])
+    assert p.novel == [8, 9, 10, 11]
+    assert p.params["novel_alpha"] == [0.1, 0.1, 1.0, 1.0]
+    assert p.shares.sum(0) == pytest.approx(np.ones(10))
+
+
+def test_subset_keeps_the_clients_and_accounts_for_the_rest():
+    p = build("pathological", 9, 0)
+    q = p.subset([6, 7, 8])
+    assert q.n_clients == 3 and q.shares.shape == (3, 10)
+    assert all(np.array_equal(a.train, b.train) for a, b in zip(q.clients, p.clients[6:]))
+    assert q.unassigned == p.unassigned + sum(len(c.train) + len(c.val) for c in p.clients[:6])
+
+
 def test_val_fraction():
     p = build("iid", 5, 0, val_fraction=0.2)
     for c in p.clients:

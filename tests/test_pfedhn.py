@@ -1,11 +1,13 @@
 """pFedHN and pFedHN-PC: shapes, the server's update rule, novel clients, communication."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from pflkit.data import FedDataset
 from pflkit.engine import Federation, RunConfig, build, run
+from pflkit.errors import PflkitError
 from pflkit.federated import flatten, nbytes, snapshot
 from pflkit.methods import get_method
 from pflkit.methods.pfedhn import PFedHNServer, client_width, train_novel_embedding
@@ -119,7 +121,7 @@ def test_pc_head_stays_on_client(tiny_fed):
 
 
 def test_fixed_embedding_is_not_trained(tiny_fed):
-    cfg = tiny_config(method="pfedhn", rounds=1, options={"fixed_embedding": 1})
+    cfg = tiny_config(method="pfedhn", rounds=1, options={"embedding": "random"})
     captured = {}
     _, _, server, _ = build(cfg, tiny_fed(cfg))
     emb0, phi0 = server.hn.embeddings.weight.clone(), flatten(dict(enumerate(server.phi))).clone()
@@ -185,3 +187,25 @@ def test_resume_after_kill_equals_uninterrupted(tiny_fed, tmp_path):
     with pytest.raises(Killed):
         run(cfg, tiny_fed(cfg), on_round=kill)
     assert strip(run(cfg, tiny_fed(cfg))) == strip(full)
+
+
+def test_proportion_embeddings_are_the_normalised_label_histograms(tiny_fed):
+    """C.5: v_i = p̂_i, p̂_{i,c} = n_{i,c} / Σ_j n_{j,c}, sent once as histograms (bytes counted)."""
+    cfg = tiny_config(method="pfedhn", rounds=1, options={"embedding": "proportions"})
+    fed = tiny_fed(cfg)
+    captured = {}
+    res = run(cfg, fed, on_round=lambda r, row, s, c: captured.update(s=s))
+    counts = fed.partition.class_counts(fed.ds.y_train.numpy())
+    expected = counts / counts.sum(0, keepdims=True).clip(min=1)
+    emb = captured["s"].hn.embeddings.weight.detach().numpy()
+    assert emb.shape == counts.shape  # embedding dimension = number of classes
+    assert np.allclose(emb, expected, atol=1e-6)  # and frozen through training
+    ref = run(tiny_config(method="pfedhn", rounds=1, options={"embedding": "random"}), fed)
+    histogram_bytes = cfg.clients * counts.shape[1] * 8  # int64 label counts, once per client
+    assert res["comm"]["bytes_up"] - ref["comm"]["bytes_up"] == histogram_bytes
+
+
+def test_unknown_embedding_kind_is_one_clear_error(tiny_fed):
+    cfg = tiny_config(method="pfedhn", options={"embedding": "learned"})
+    with pytest.raises(PflkitError, match="embedding must be one of"):
+        build(cfg, tiny_fed(cfg))

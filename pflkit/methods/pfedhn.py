@@ -24,6 +24,11 @@ Computational budgets (§5.2, Table 2): with ``widths`` = "S,M,L" one hypernetwo
 into equal consecutive groups by a public rule (:func:`client_width`).
 
 Novel clients (§5.3): :func:`train_novel_embedding` freezes φ and learns only v_new.
+
+Client embeddings (App. C.5, option ``embedding``): ``trainable`` (the default), ``random``
+(frozen at the random initialisation) or ``proportions``: frozen at the client's class
+proportions p̂_i, p̂_{i,c} = n_{i,c} / Σ_j n_{j,c} (§5.3's normalisation), which the server
+computes from the label histograms every client uploads once before the first round.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from ..models import build_model
 from . import Method, register
 
 DEFAULT = "default"  # the output-head group of clients without a width
+EMBEDDINGS = ("trainable", "random", "proportions")  # App. C.5
 
 
 # ----------------------------------------------------------------------------- the hypernetwork
@@ -110,14 +116,18 @@ class PFedHNServer(Server):
             g: [(k, p.shape) for k, p in net.named_parameters() if k.startswith(self.generated_prefix)]
             for g, net in groups.items()
         }
+        if opts["embedding"] not in EMBEDDINGS:
+            raise PflkitError(f"embedding must be one of {', '.join(EMBEDDINGS)}, not {opts['embedding']!r}")
         embed_dim = opts["embed_dim"] or int(1 + n_clients / 4)  # ⌊1 + n/4⌋ (§5)
+        if opts["embedding"] == "proportions":  # v_i = p̂_i: one coordinate per class
+            embed_dim = model.head.out_features
         device = next(model.parameters()).device
         self.hn = HyperNetwork(
             n_clients, embed_dim, targets, opts["hn_hidden"], opts["hn_layers"], bool(opts["spectral_norm"])
         ).to(device)
         self.hn.eval()  # spectral norm: power iterations only in refresh_spectral_norm()
         emb = self.hn.embeddings.weight
-        if opts["fixed_embedding"]:  # C.5: v_i fixed (here: its random initialisation)
+        if opts["embedding"] != "trainable":  # C.5: v_i fixed (random, or p̂_i after setup())
             emb.requires_grad_(False)
         self.phi = [p for n, p in self.hn.named_parameters() if not n.startswith("embeddings.")]
         self.params = self.phi + ([emb] if emb.requires_grad else [])
@@ -139,6 +149,16 @@ class PFedHNServer(Server):
             raise PflkitError("the widths option (computational budgets) needs model lenet")
         n_classes = self.model.head.out_features
         return build_model("lenet", _lenet_input_shape(self.model), n_classes, group)
+
+    def setup(self, uploads):
+        """``embedding=proportions``: v_i ← p̂_i from the clients' label histograms n_{i,c}."""
+        if self.opt["embedding"] != "proportions":
+            return
+        counts = torch.zeros_like(self.hn.embeddings.weight)
+        for cid, up in uploads.items():
+            counts[cid] = up["label_counts"].to(counts)
+        with torch.no_grad():  # p̂_{i,c} = n_{i,c} / Σ_j n_{j,c}
+            self.hn.embeddings.weight.copy_(counts / counts.sum(0, keepdim=True).clamp_min(1))
 
     def group(self, cid: int) -> str:
         return client_width(cid, self.n_clients, self.opt) or DEFAULT
@@ -206,6 +226,13 @@ class PFedHNServer(Server):
 
 
 class PFedHNClient(Client):
+    def setup_message(self):
+        """``embedding=proportions``: upload the label histogram once (10 integers for FMNIST)."""
+        if self.opt["embedding"] != "proportions":
+            return None
+        n_classes = self.model.head.out_features
+        return {"label_counts": torch.bincount(self.data.split("train")[1], minlength=n_classes).cpu()}
+
     def receive(self, message) -> dict[str, torch.Tensor]:
         """Load θ_i; with pFedHN-PC θ_i is the body only and the personal head stays."""
         theta = message["weights"]
@@ -242,7 +269,7 @@ def train_novel_embedding(server: PFedHNServer, client: Client, steps: int, lr: 
     lr = server.embed_lr if lr is None else lr
     emb, cid = server.hn.embeddings.weight, client.cid
     trainable = emb.requires_grad
-    emb.requires_grad_(True)  # also with fixed_embedding: v_new is what is learned here
+    emb.requires_grad_(True)  # also with a fixed embedding: v_new is what is learned here
     out = {"losses": [], "bytes_down": 0, "bytes_up": 0}
     try:
         for step in range(steps):
@@ -274,7 +301,7 @@ def _options(hn_lr: float) -> dict[str, tuple]:
         "hn_wd": (1e-3, "weight decay of the hypernetwork optimizer"),
         "hn_clip": (50.0, "clip the server's gradient norm (0: no clipping)"),
         "spectral_norm": (0, "1: spectral normalisation of the hypernetwork's layers (App. C.3)"),
-        "fixed_embedding": (0, "1: embeddings fixed at their random initialisation (App. C.5)"),
+        "embedding": ("trainable", "client embeddings: trainable, random (frozen) or proportions (frozen p̂_i, C.5)"),
         "widths": ("", "LeNet widths of client groups, e.g. S,M,L (Table 2); empty: the run's width"),
     }
 
