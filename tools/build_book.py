@@ -62,10 +62,16 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None) ->
             out.parent.mkdir(parents=True, exist_ok=True)
             print(f"[{profile}] executing {rel} ...", flush=True)
             t0 = time.perf_counter()
-            pm.execute_notebook(
-                str(nb), str(out), cwd=str(nb.parent), kernel_name="python3", progress_bar=False,
-                request_save_on_cell_execute=False,
-            )  # fmt: skip
+            failed = out.with_name(out.stem + ".failed.ipynb")  # a failed run must never look up to date
+            try:
+                pm.execute_notebook(
+                    str(nb), str(failed), cwd=str(nb.parent), kernel_name="python3", progress_bar=False,
+                    request_save_on_cell_execute=False,
+                )  # fmt: skip
+            except BaseException:
+                print(f"[{profile}] {rel}: FAILED; the partial run is in {failed.relative_to(ROOT)}", flush=True)
+                raise
+            failed.replace(out)
             wall = time.perf_counter() - t0
             print(f"[{profile}] {rel}: {wall:.1f} s", flush=True)
             report[str(rel)] = {
@@ -155,6 +161,14 @@ def build_html(profile: str) -> Path:
     return html
 
 
+def describe(err: Exception) -> str:
+    """One line: papermill's error names the cell and the exception; others their first line."""
+    if hasattr(err, "ename"):  # PapermillExecutionError
+        return f"cell {err.exec_count}: {err.ename}: {err.evalue}"
+    lines = [ln for ln in str(err).splitlines() if ln.strip()]
+    return lines[0] if lines else repr(err)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", choices=("smoke", "book", "paper"), default="book")
@@ -168,7 +182,7 @@ def main() -> None:
         try:
             execute(args.profile, force=args.force, only=args.only)
         except Exception as err:  # papermill's PapermillExecutionError carries the cell's traceback
-            sys.exit(f"error: chapter execution failed: {str(err).splitlines()[0] if str(err) else err!r}")
+            sys.exit(f"error: chapter execution failed: {describe(err)}")
     stage_sources(args.profile)
     if not args.no_build:
         build_html(args.profile)
