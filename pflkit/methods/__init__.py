@@ -59,6 +59,7 @@ from . import (  # noqa: E402, F401
     fedavg_ft,
     fedper,
     fedprox,
+    fesem,
     lgfedavg,
     local,
     perfedavg,
