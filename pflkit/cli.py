@@ -51,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="train a method and write the result JSON")
     r.add_argument("method")
     _add_protocol_options(r)
-    r.add_argument("--partition", default="pathological", choices=PROTOCOLS, help="partition protocol")
+    r.add_argument(
+        "--partition", default="pathological", choices=(*PROTOCOLS, "groups"),
+        help="partition protocol; groups: Dirichlet(--alpha) label mixes in 4 latent image-transform groups",
+    )  # fmt: skip
     r.add_argument("--rounds", type=int, default=None)
     r.add_argument("--profile", choices=("smoke", "book", "paper"), default=None)
     r.add_argument("--model", default="lenet")
@@ -178,10 +181,16 @@ def cmd_run(args, extra: list[str]) -> None:
         eval_every=args.eval_every, device=args.device, checkpoint=args.checkpoint, options=options,
     )  # fmt: skip
     ds = load_dataset(cfg.dataset, download=args.download)
-    part = partition_dataset(
-        ds, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,
-        shares=cfg.shares, alpha=cfg.alpha, val_fraction=cfg.val_fraction,
-    )  # fmt: skip
+    if cfg.partition == "groups":  # clients in latent groups of image transforms (pflkit.grouped)
+        from .grouped import grouped_federation
+
+        g = grouped_federation(ds, cfg.clients, cfg.seed, alpha=cfg.alpha, val_fraction=cfg.val_fraction)
+        ds, part = g.ds, g.partition
+    else:
+        part = partition_dataset(
+            ds, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,
+            shares=cfg.shares, alpha=cfg.alpha, val_fraction=cfg.val_fraction,
+        )  # fmt: skip
     result = run(cfg, Federation(ds, part, pick_device(cfg.device)), progress=not args.no_progress)
     f = result["final"]
     print(

@@ -12,6 +12,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from pflkit.engine import build, derive_seed, run
 from pflkit.errors import PflkitError
+from pflkit.grouped import grouped_federation
 from pflkit.methods.fesem import choose_k, e_step, kmeans, m_step, points
 from tests.conftest import tiny_config
 from tests.test_methods import assert_states_equal, final_server_state
@@ -77,12 +78,34 @@ def test_k1_lambda0_untrained_init_runs_as_fedavg(tiny_fed):
     """With initial local models left untrained the k-means centre is the common
     initialisation, so the whole run is FedAvg's (weights and metrics)."""
     a = final_server_state(tiny_config(method="fedavg"), tiny_fed(tiny_config()))
-    cfg = tiny_config(method="fesem", options=fesem_k1(init_epochs=0))
+    cfg = tiny_config(method="fesem", options=fesem_k1(init_steps=0))
     got = {}
     res = run(cfg, tiny_fed(cfg), on_round=lambda r, row, server, c: got.update(w=server.centers[0]))
     assert_states_equal(a, got["w"])
     ref = run(tiny_config(method="fedavg"), tiny_fed(tiny_config()))
     assert [h["mean_acc"] for h in res["history"]] == [h["mean_acc"] for h in ref["history"]]
+
+
+# ----------------------------------------------------------------------------- known groups
+
+
+@pytest.mark.parametrize("distance", ["all", "last"])
+def test_recovers_the_latent_groups_of_a_grouped_federation(digits, distance):
+    """12 clients in 4 image-transform groups with Dirichlet(0.5) label mixes: the clusters
+    match the true groups (adjusted Rand index; chance is 0), and stay so over the rounds."""
+    g = grouped_federation(digits, n_clients=12, seed=0)
+    cfg = tiny_config(method="fesem", clients=12, rounds=3, options={"centers": 4, "distance": distance})
+    ari = []
+    run(cfg, g.federation(torch.device("cpu")), on_round=lambda r, row, s, c: ari.append(
+        adjusted_rand_score(g.groups, s.assignment)))  # fmt: skip
+    assert min(ari) > 0.8, ari
+
+
+def test_fixed_random_clusters_ignore_the_groups(digits):
+    g = grouped_federation(digits, n_clients=12, seed=0)
+    cfg = tiny_config(method="fesem", clients=12, rounds=1, options={"centers": 4, "em": "fixed-random"})
+    _, _, server, _ = build(cfg, g.federation(torch.device("cpu")))
+    assert abs(adjusted_rand_score(g.groups, server.assignment)) < 0.3
 
 
 # ----------------------------------------------------------------------------- protocol

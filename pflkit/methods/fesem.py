@@ -4,8 +4,8 @@ federated stochastic EM over K centres of the clients' weights.
 Objective (eq. 5), over local models W_i, assignments r_i^(k) ∈ {0, 1} and centres W̃^(k):
     Σ_i α_i L_s(W_i) + λ/m Σ_k Σ_i r_i^(k) Dist(W_i, W̃^(k)),       Dist = ‖W_i − W̃^(k)‖² (eq. 3)
 Initialisation (Alg. 1 line 1, §6 "Training settings"): every client trains its initial local
-    model W_i from the common initial weights (``init_epochs`` epochs of plain SGD) and uploads
-    it once, before round 1 (the setup handshake; its bytes are counted).  The server runs
+    model W_i from the common initial weights (``init_steps`` minibatch steps of local SGD, no penalty) and
+    uploads it once, before round 1 (the setup handshake; its bytes are counted).  The server runs
     k-means on {W_i} 20 times (k-means++ seeding) and keeps the run of least intra-cluster
     distance (inertia): that gives r_i^(k), and eq. 9 on the W_i gives W̃^(k).
 Round t (Alg. 1's loop; the engine calls the server's step after the clients'):
@@ -22,6 +22,8 @@ Choices the paper leaves open, and how they are made here:
   (``distance=all``) or the last layer only (``distance=last``: ``head.weight`` and
   ``head.bias``; the authors' code clusters on the last dense kernel).  The same Dist is
   used in the E-step, in k-means and in the local penalty.
+* The initial local models all take the same number of steps (not epochs): with epochs,
+  clients with more data move farther from the common start and k-means groups them by size.
 * Eq. 7 weights the loss by α_i = n_i/n; the local update here minimises the plain mean
   batch loss plus λ/m · Dist (as every kit method takes the mean loss), m = ``cfg.clients``.
 * Eq. 9 is an unweighted mean (the paper, §6: "our objective ... does not take into account
@@ -182,13 +184,13 @@ class FeSEMServer(Server):
 
 class FeSEMClient(Client):
     def setup_message(self):
-        """The initial local model W_i: ``init_epochs`` epochs of SGD from the common weights."""
+        """The initial local model W_i: ``init_steps`` steps of SGD from the common weights."""
         if self.opt["em"] != "paper":
             return None
         from ..engine import derive_seed
 
         self.generator.manual_seed(derive_seed(self.cfg.seed, 0, 5, self.cid))
-        self.sgd(epochs=self.opt["init_epochs"])
+        self.sgd(steps=self.opt["init_steps"])
         return {"weights": snapshot(self.model), "n": self.n_samples()}
 
     def train_round(self, message, rnd):
@@ -221,7 +223,7 @@ register(
                 "paper: E- and M-step every round; fixed-random: the authors' code (random fixed clusters)",
             ),
             "size_weighted": (False, "M-step weighted by the clients' data sizes (eq. 9 is unweighted)"),
-            "init_epochs": (1, "epochs of local SGD that make the initial local models clustered by k-means"),
+            "init_steps": (100, "steps of local SGD that make the initial local models clustered by k-means"),
         },
     )
 )
