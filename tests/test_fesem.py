@@ -199,3 +199,22 @@ def test_cli_runs_fesem(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["options"]["centers"] == 2
+
+
+def test_micro_and_macro_metrics_as_the_fesem_paper_defines_them():
+    """§6: "micro" weights the clients' metrics by their data size, "macro" averages them."""
+    from pflkit.engine import summarize
+
+    def client(true, pred):
+        true, pred = np.array(true), np.array(pred)
+        return {"correct": int((true == pred).sum()), "n": len(true), "loss": 0.0, "true": true, "pred": pred}
+
+    s = summarize([
+        client([0], [0]),  # acc 1, F1 1
+        client([0, 0, 1, 1], [1, 1, 1, 1]),  # acc 1/2; F1: class 0 → 0, class 1 → 2/3; macro 1/3
+        client([2, 2, 2, 2, 2], [2, 2, 2, 2, 0]),  # acc 4/5; F1: class 2 → 8/9, class 0 → 0; macro 4/9
+    ])  # fmt: skip
+    assert s["mean_acc"] == pytest.approx((1 + 1 / 2 + 4 / 5) / 3)  # macro accuracy
+    assert s["pooled_acc"] == pytest.approx((1 * 1 + 4 * 1 / 2 + 5 * 4 / 5) / 10)  # micro = Σ correct / Σ n
+    assert s["macro_f1"] == pytest.approx((1 + 1 / 3 + 4 / 9) / 3)
+    assert s["micro_f1"] == pytest.approx((1 * 1 + 4 * 1 / 3 + 5 * 4 / 9) / 10)
