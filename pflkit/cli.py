@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .errors import PflkitError
-from .partitions import PROTOCOLS
+from .partitions import NATURAL, PROTOCOLS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("partition", help="partition a dataset among clients and write JSON")
     _add_protocol_options(p)
-    p.add_argument("--protocol", required=True, choices=PROTOCOLS)
+    p.add_argument("--protocol", required=True, choices=(*PROTOCOLS, NATURAL))
     p.add_argument("--novel-clients", type=int, default=0)
     p.add_argument(
         "--novel-alpha", type=_floats, default=None, help="α of the novel clients; comma-separated for groups"
@@ -52,8 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("method")
     _add_protocol_options(r)
     r.add_argument(
-        "--partition", default="pathological", choices=(*PROTOCOLS, "groups"),
-        help="partition protocol; groups: Dirichlet(--alpha) label mixes in 4 latent image-transform groups",
+        "--partition", default="pathological", choices=(*PROTOCOLS, NATURAL, "groups"),
+        help="partition protocol; natural: one client per user (femnist, celeba); "
+        "groups: Dirichlet(--alpha) label mixes in 4 latent image-transform groups",
     )  # fmt: skip
     r.add_argument("--rounds", type=int, default=None)
     r.add_argument("--profile", choices=("smoke", "book", "paper"), default=None)
