@@ -4,10 +4,10 @@ federated stochastic EM over K centres of the clients' weights.
 Objective (eq. 5), over local models W_i, assignments r_i^(k) ∈ {0, 1} and centres W̃^(k):
     Σ_i α_i L_s(W_i) + λ/m Σ_k Σ_i r_i^(k) Dist(W_i, W̃^(k)),       Dist = ‖W_i − W̃^(k)‖² (eq. 3)
 Initialisation (Alg. 1 line 1, §6 "Training settings"): every client trains its initial local
-    model W_i from the common initial weights (``init_steps`` minibatch steps of local SGD, no penalty) and
-    uploads it once, before round 1 (the setup handshake; its bytes are counted).  The server runs
-    k-means on {W_i} 20 times (k-means++ seeding) and keeps the run of least intra-cluster
-    distance (inertia): that gives r_i^(k), and eq. 9 on the W_i gives W̃^(k).
+    model W_i from the common initial weights (``init_steps`` minibatch steps of SGD, no
+    penalty) and uploads it once, before round 1 (the setup handshake; its bytes are counted).
+    The server runs k-means on {W_i} 20 times (k-means++ seeding) and keeps the run of least
+    intra-cluster distance (inertia): that gives r_i^(k), and eq. 9 on the W_i gives W̃^(k).
 Round t (Alg. 1's loop; the engine calls the server's step after the clients'):
     server → client i:  W̃^(k) of its cluster k                        (Alg. 1 line 10)
     client (Alg. 2):    W_i ← W̃^(k); N steps of SGD on
@@ -26,6 +26,10 @@ Choices the paper leaves open, and how they are made here:
   clients with more data move farther from the common start and k-means groups them by size.
 * Eq. 7 weights the loss by α_i = n_i/n; the local update here minimises the plain mean
   batch loss plus λ/m · Dist (as every kit method takes the mean loss), m = ``cfg.clients``.
+  Eq. 7 divided by α_i would weight Dist by λ/(m α_i), i.e. by λ for equal client sizes: the
+  λ here is m times weaker than that reading of the paper's.
+* The initial local models' steps are a head start FedAvg does not get: compare at equal
+  rounds with FeSEM(K = 1) too, which has the same head start and one centre.
 * Eq. 9 is an unweighted mean (the paper, §6: "our objective ... does not take into account
   the number of samples per device").  ``size_weighted=true`` weights by n_i, as the authors'
   code does; with K = 1 and λ = 0 FeSEM's round is then exactly FedAvg's.
