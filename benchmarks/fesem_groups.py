@@ -6,7 +6,7 @@ index to the true groups after every round, and the accuracies (macro = mean ove
 micro = pooled) of FeSEM(K = 4), FeSEM(K = 1) (the same head start from the initial local
 models, one centre) and FedAvg.
 
-    python benchmarks/fesem_groups.py [--rounds 5] [--local-steps 20] [--device cpu]
+    python benchmarks/fesem_groups.py [--rounds 4] [--local-steps 20] [--device cpu]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pflkit.grouped import grouped_federation
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--clients", type=int, default=20)
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--local-steps", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
