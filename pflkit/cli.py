@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .errors import PflkitError
-from .partitions import PROTOCOLS
+from .partitions import NATURAL, PROTOCOLS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("partition", help="partition a dataset among clients and write JSON")
     _add_protocol_options(p)
-    p.add_argument("--protocol", required=True, choices=PROTOCOLS)
+    p.add_argument("--protocol", required=True, choices=(*PROTOCOLS, NATURAL))
     p.add_argument("--novel-clients", type=int, default=0)
     p.add_argument(
         "--novel-alpha", type=_floats, default=None, help="α of the novel clients; comma-separated for groups"
@@ -51,7 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="train a method and write the result JSON")
     r.add_argument("method")
     _add_protocol_options(r)
-    r.add_argument("--partition", default="pathological", choices=PROTOCOLS, help="partition protocol")
+    r.add_argument(
+        "--partition", default="pathological", choices=(*PROTOCOLS, NATURAL, "groups"),
+        help="partition protocol; natural: one client per user (femnist, celeba); "
+        "groups: Dirichlet(--alpha) label mixes in 4 latent image-transform groups",
+    )  # fmt: skip
     r.add_argument("--rounds", type=int, default=None)
     r.add_argument("--profile", choices=("smoke", "book", "paper"), default=None)
     r.add_argument("--model", default="lenet")
@@ -178,10 +182,16 @@ def cmd_run(args, extra: list[str]) -> None:
         eval_every=args.eval_every, device=args.device, checkpoint=args.checkpoint, options=options,
     )  # fmt: skip
     ds = load_dataset(cfg.dataset, download=args.download)
-    part = partition_dataset(
-        ds, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,
-        shares=cfg.shares, alpha=cfg.alpha, val_fraction=cfg.val_fraction,
-    )  # fmt: skip
+    if cfg.partition == "groups":  # clients in latent groups of image transforms (pflkit.grouped)
+        from .grouped import grouped_federation
+
+        g = grouped_federation(ds, cfg.clients, cfg.seed, alpha=cfg.alpha, val_fraction=cfg.val_fraction)
+        ds, part = g.ds, g.partition
+    else:
+        part = partition_dataset(
+            ds, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,
+            shares=cfg.shares, alpha=cfg.alpha, val_fraction=cfg.val_fraction,
+        )  # fmt: skip
     result = run(cfg, Federation(ds, part, pick_device(cfg.device)), progress=not args.no_progress)
     f = result["final"]
     print(

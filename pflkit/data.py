@@ -14,6 +14,7 @@ raises :class:`~pflkit.errors.DataUnavailable` with one line saying how to get i
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import pickle
 import string
@@ -587,6 +588,165 @@ def load_omniglot(root=None, download: bool = False, size: int = 28, n_train_per
         coarse_names=list(data["coarse_names"]),
         info={"n_train_per_char": n_train_per_char, "size": size},
     )
+
+
+# ----------------------------------------------------------------------------- LEAF (FEMNIST, CelebA)
+
+LEAF_HINT = (
+    "download and preprocess it with LEAF's scripts on a connected machine "
+    "(github.com/TalwalkarLab/leaf, data/{name}: ./preprocess.sh -s niid --sf 0.05 -k 0 -t sample) "
+    "and copy its data/train and data/test folders{images} to {where}"
+)
+
+
+def _leaf_dir(root, name: str) -> Path | None:
+    """The first folder with LEAF's ``train/*.json`` and ``test/*.json`` for ``name``."""
+    for r in data_roots(root):
+        for d in (r / name, r / name / "data", r / "leaf" / "data" / name / "data"):
+            if all(any((d / split).glob("*.json")) for split in ("train", "test")):
+                return d
+    return None
+
+
+def _leaf_require(root, name: str, label: str, images: str = "") -> Path:
+    d = _leaf_dir(root, name)
+    if d is None:
+        where = " or ".join(str(r / name) for r in data_roots(root))
+        hint = LEAF_HINT.format(name=name, images=images, where=where)
+        raise DataUnavailable(f"{label} (LEAF JSON) not found; {hint}")
+    return d
+
+
+def read_leaf_split(folder: Path, decode) -> tuple[list[str], torch.Tensor, list[int], list[int]]:
+    """One LEAF split (all ``*.json`` in ``folder``, sorted): its users in order of appearance,
+    the images (``decode(xs)`` of each file's ``x`` values -> uint8 N x C x H x W), the labels
+    and the index of every sample's user."""
+    users: dict[str, int] = {}
+    xs, ys, owner = [], [], []
+    for path in sorted(folder.glob("*.json")):
+        blob = json.loads(path.read_text())
+        file_x = []
+        for user in blob["users"]:
+            record = blob["user_data"][user]
+            uid = users.setdefault(user, len(users))
+            file_x += record["x"]
+            ys += [int(v) for v in record["y"]]
+            owner += [uid] * len(record["y"])
+        xs.append(decode(file_x))  # file by file: the JSON numbers never all sit in memory
+    return list(users), torch.cat(xs) if xs else decode([]), ys, owner
+
+
+def _leaf_tensors(d: Path, decode) -> dict:
+    """Train and test sets of a LEAF folder.  Users are those of the training split; every
+    test sample's user must be one of them (LEAF's ``-t sample`` split)."""
+    users, xtr, ytr, utr = read_leaf_split(d / "train", decode)
+    test_users, xte, yte, ute = read_leaf_split(d / "test", decode)
+    unknown = sorted(set(test_users) - set(users))
+    if unknown:
+        raise PflkitError(
+            f"{d}: {len(unknown)} test users have no training data (LEAF split by user, -t user); "
+            "regenerate with -t sample so that every user has train and test samples"
+        )
+    where = {u: i for i, u in enumerate(users)}
+    return {
+        "x_train": xtr, "y_train": torch.tensor(ytr, dtype=torch.int64),
+        "x_test": xte, "y_test": torch.tensor(yte, dtype=torch.int64),
+        "users": users,
+        "train_user": torch.tensor(utr, dtype=torch.int64),
+        "test_user": torch.tensor([where[test_users[i]] for i in ute], dtype=torch.int64),
+    }  # fmt: skip
+
+
+def _cached(path: Path, read) -> dict:
+    if path.is_file():
+        return torch.load(path, weights_only=True)
+    blob = read()
+    try:
+        torch.save(blob, path)
+    except OSError:  # read-only data folder: just no cache
+        pass
+    return blob
+
+
+def _pixel_stats(x: torch.Tensor, chunk: int = 4096) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and std of uint8 images scaled to [0, 1] (in chunks: no float copy)."""
+    c = x.shape[1]
+    s, ss = torch.zeros(c, dtype=torch.float64), torch.zeros(c, dtype=torch.float64)
+    for i in range(0, len(x), chunk):
+        v = x[i : i + chunk].transpose(0, 1).reshape(c, -1).double() / 255
+        s += v.sum(1)
+        ss += (v * v).sum(1)
+    n = max(x[:, 0].numel(), 1)
+    mean = s / n
+    std = (ss / n - mean**2).clamp_min(1e-12).sqrt()
+    return tuple(mean.tolist()), tuple(std.tolist())
+
+
+def _leaf_dataset(name: str, blob: dict, classes: list[str], info: dict) -> FedDataset:
+    mean, std = _pixel_stats(blob["x_train"])
+    return FedDataset(
+        name, blob["x_train"], blob["y_train"], blob["x_test"], blob["y_test"], classes=classes, mean=mean, std=std,
+        info=dict(info, users=list(blob["users"]), train_user=blob["train_user"], test_user=blob["test_user"]),
+    )  # fmt: skip
+
+
+@register(
+    "femnist",
+    "FEMNIST (LEAF): 62 classes, 28x28 grey, one client per writer (--partition natural)",
+    lambda root: _leaf_dir(root, "femnist") is not None,
+)
+def load_femnist(root=None, download: bool = False) -> FedDataset:
+    """LEAF's FEMNIST: ``x`` holds 784 grey values in [0, 1] (white background), ``y`` the class
+    (0-9 digits, 10-35 A-Z, 36-61 a-z).  Images are stored as uint8 with strokes bright, as the
+    kit's other character datasets: ``round(255 · (1 − x))``.  The per-sample writer is in
+    ``info["train_user"]``/``info["test_user"]`` (indices into ``info["users"]``); the
+    ``natural`` partition protocol makes one client per writer.  Cached in
+    ``pflkit-cache.pt`` next to the JSON folders (delete it to re-read them)."""
+    d = _leaf_require(root, "femnist", "FEMNIST")
+
+    def decode(xs):
+        x = np.asarray(xs, dtype=np.float32).reshape(-1, 1, 28, 28)
+        return torch.from_numpy(np.rint(255 * (1 - x)).clip(0, 255).astype(np.uint8))
+
+    blob = _cached(d / "pflkit-cache.pt", lambda: _leaf_tensors(d, decode))
+    return _leaf_dataset("femnist", blob, list(EMNIST_CLASSES["byclass"]), {"leaf_dir": str(d)})
+
+
+def _celeba_images(d: Path) -> Path | None:
+    for folder in (d / "raw" / "img_align_celeba", d / "img_align_celeba"):
+        if folder.is_dir():
+            return folder
+    return None
+
+
+@register(
+    "celeba",
+    "FedCelebA (LEAF): smiling or not, 84x84 colour, one client per celebrity (--partition natural)",
+    lambda root: (d := _leaf_dir(root, "celeba")) is not None and _celeba_images(d) is not None,
+)
+def load_celeba(root=None, download: bool = False, size: int = 84) -> FedDataset:
+    """LEAF's FedCelebA: ``x`` holds image file names (in ``raw/img_align_celeba``), ``y`` whether
+    the celebrity smiles.  Images are resized to ``size`` x ``size`` (PIL, as LEAF's model) and
+    cached in ``pflkit-cache-<size>.pt``.  Celebrities as users: see :func:`load_femnist`."""
+    from PIL import Image
+
+    images = " (and data/raw/img_align_celeba)"
+    d = _leaf_require(root, "celeba", "FedCelebA", images)
+    folder = _celeba_images(d)
+    if folder is None:
+        raise DataUnavailable(f"FedCelebA images not found in {d / 'raw' / 'img_align_celeba'}; "
+                              + LEAF_HINT.format(name="celeba", images=images, where=d))  # fmt: skip
+
+    def decode(names):
+        arrays = []
+        for name in names:
+            with Image.open(folder / name) as im:
+                arrays.append(np.asarray(im.convert("RGB").resize((size, size)), dtype=np.uint8))
+        stacked = np.stack(arrays) if arrays else np.zeros((0, size, size, 3), dtype=np.uint8)
+        return torch.from_numpy(stacked).permute(0, 3, 1, 2).contiguous()
+
+    blob = _cached(d / f"pflkit-cache-{size}.pt", lambda: _leaf_tensors(d, decode))
+    return _leaf_dataset("celeba", blob, ["not smiling", "smiling"], {"leaf_dir": str(d), "size": size})
 
 
 # ----------------------------------------------------------------------------- obtaining data

@@ -25,6 +25,9 @@ Protocols (command-line names):
                         alphabets, Fashion-MNIST's documented garment groups); a group's
                         classes are split equally among the clients that hold it (pFedHN §5.5).
 ``iid``                 every client gets 1/N of every class.
+``natural``             one client per user of a dataset that has users (LEAF's FEMNIST writers,
+                        FedCelebA celebrities): the user's own train and test samples; with
+                        fewer clients than users, a random sample of the users.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import numpy as np
 from .errors import PflkitError
 
 PROTOCOLS = ("pathological", "pathological-equal", "dirichlet", "dirichlet-normalized", "coarse", "iid")
+NATURAL = "natural"  # not a share matrix: the users of a dataset that has them (natural_partition)
 
 
 @dataclass
@@ -231,8 +235,12 @@ def make_partition(
     """Partition the official train/test sets among ``n_clients`` by ``protocol``."""
     y_train, y_test = np.asarray(y_train), np.asarray(y_test)
     n_classes = int(n_classes or max(y_train.max(), y_test.max()) + 1)
+    if protocol == NATURAL:
+        raise PflkitError(
+            f"the natural protocol needs a dataset with users (femnist, celeba), not {dataset or 'this one'}"
+        )
     if protocol not in PROTOCOLS:
-        raise PflkitError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+        raise PflkitError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}, {NATURAL}")
     if n_clients < 1 or n_clients * min_train > len(y_train):
         raise PflkitError(
             f"impossible partition: {n_clients} clients need at least {min_train} training samples each, "
@@ -312,8 +320,45 @@ def make_partition(
     )
 
 
+def natural_partition(
+    y_train, train_user, test_user, n_users: int, n_clients: int | None = None, seed: int = 0,
+    *, n_classes: int | None = None, val_fraction: float = 0.1, dataset: str = "",
+) -> Partition:  # fmt: skip
+    """One client per user: its training samples (a random ``val_fraction`` of them held out
+    for validation, at least one kept for training) and its test samples.  ``n_clients``
+    fewer than the users: a random sample of them (in user order)."""
+    y_train, train_user, test_user = (np.asarray(a) for a in (y_train, train_user, test_user))
+    n_classes = int(n_classes or y_train.max() + 1)
+    n_clients = n_users if n_clients is None else n_clients
+    if not 1 <= n_clients <= n_users:
+        raise PflkitError(f"impossible partition: {n_clients} clients, the dataset has {n_users} users")
+    if not 0 <= val_fraction < 1:
+        raise PflkitError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    rng = np.random.default_rng(seed)
+    users = np.arange(n_users) if n_clients == n_users else np.sort(rng.choice(n_users, n_clients, replace=False))
+    clients = []
+    for u in users:
+        own = rng.permutation(np.flatnonzero(train_user == u))
+        n_val = min(int(round(val_fraction * len(own))), max(len(own) - 1, 0))
+        clients.append(ClientSplit(np.sort(own[n_val:]), np.sort(own[:n_val]), np.flatnonzero(test_user == u)))
+    class_sizes = np.maximum(np.bincount(y_train, minlength=n_classes), 1)
+    counts = np.stack([np.bincount(y_train[np.concatenate([c.train, c.val])], minlength=n_classes) for c in clients])
+    n_assigned = sum(len(c.train) + len(c.val) for c in clients)
+    return Partition(
+        dataset, "natural", seed, len(y_train), len(test_user), len(y_train) - n_assigned,
+        len(test_user) - sum(len(c.test) for c in clients), clients, counts / class_sizes[None, :],
+        params={"n_clients": n_clients, "val_fraction": val_fraction, "users": users.tolist()},
+    )  # fmt: skip
+
+
 def partition_dataset(ds, protocol: str, n_clients: int, seed: int = 0, **kwargs) -> Partition:
-    """:func:`make_partition` for a :class:`pflkit.data.FedDataset`."""
+    """:func:`make_partition` for a :class:`pflkit.data.FedDataset` (and :func:`natural_partition`
+    for one with users)."""
+    if protocol == NATURAL and "train_user" in ds.info:
+        return natural_partition(
+            ds.y_train.cpu().numpy(), ds.info["train_user"], ds.info["test_user"], len(ds.info["users"]),
+            n_clients, seed, n_classes=ds.n_classes, val_fraction=kwargs.get("val_fraction", 0.1), dataset=ds.name,
+        )  # fmt: skip
     return make_partition(
         ds.y_train.cpu().numpy(),
         ds.y_test.cpu().numpy(),

@@ -1,6 +1,7 @@
 """Dataset loaders, each read from a small fixture in the real on-disk format."""
 
 import gzip
+import json
 import pickle
 import struct
 
@@ -10,7 +11,8 @@ import torch
 from PIL import Image
 
 from pflkit import data
-from pflkit.errors import DataUnavailable
+from pflkit.errors import DataUnavailable, PflkitError
+from pflkit.partitions import partition_dataset
 
 RNG = np.random.default_rng(0)
 
@@ -232,6 +234,112 @@ def test_omniglot_split_order_and_cache(tmp_path, monkeypatch):
     assert torch.equal(again.x_train, ds.x_train) and again.classes == ds.classes
     ten = data.load_dataset("omniglot", root=tmp_path, n_train_per_char=10)
     assert len(ten.y_train) == 40 and len(ten.y_test) == 40
+
+
+# ----------------------------------------------------------------------------- LEAF
+
+
+def write_leaf(folder, files):
+    """LEAF JSON: ``files[split]`` is a list of files, each ``{user: (xs, ys)}``."""
+    for split, blobs in files.items():
+        (folder / split).mkdir(parents=True, exist_ok=True)
+        for j, users in enumerate(blobs):
+            blob = {
+                "users": list(users),
+                "num_samples": [len(ys) for _, ys in users.values()],
+                "user_data": {u: {"x": xs, "y": ys} for u, (xs, ys) in users.items()},
+            }
+            (folder / split / f"part_{j}.json").write_text(json.dumps(blob))
+
+
+def femnist_user(n, label):
+    v = RNG.integers(0, 256, (n, 784))
+    return [list(row / 255) for row in v], [label] * n, v
+
+
+@pytest.mark.parametrize("layout", ["femnist", "leaf/data/femnist/data"])
+def test_femnist_leaf_json_natural_partition_and_cache(tmp_path, monkeypatch, layout):
+    users = {u: femnist_user(n, label) for u, n, label in (("w1", 5, 3), ("w2", 4, 61), ("w3", 6, 10))}
+    tests = {u: femnist_user(2, label) for u, label in (("w3", 10), ("w1", 3), ("w2", 61))}
+    write_leaf(tmp_path / layout, {
+        "train": [{u: users[u][:2] for u in ("w1", "w2")}, {"w3": users["w3"][:2]}],  # two files
+        "test": [{u: tests[u][:2] for u in tests}],
+    })  # fmt: skip
+    assert data.available_offline("femnist", tmp_path)
+    ds = data.load_dataset("femnist", root=tmp_path)
+    assert ds.x_train.shape == (15, 1, 28, 28) and ds.x_train.dtype == torch.uint8 and ds.x_test.shape == (6, 1, 28, 28)
+    v = np.concatenate([users[u][2] for u in ("w1", "w2", "w3")])
+    assert torch.equal(ds.x_train, torch.from_numpy((255 - v).astype(np.uint8)).view(-1, 1, 28, 28))  # strokes bright
+    assert ds.y_train.tolist() == [3] * 5 + [61] * 4 + [10] * 6 and ds.n_classes == 62 and ds.classes[61] == "z"
+    assert ds.info["users"] == ["w1", "w2", "w3"] and ds.info["test_user"].tolist() == [2, 2, 0, 0, 1, 1]
+
+    part = partition_dataset(ds, "natural", 3, seed=0, val_fraction=0.25)
+    for u, c in enumerate(part.clients):  # one client per writer, its own samples only
+        own = np.flatnonzero(ds.info["train_user"].numpy() == u)
+        assert sorted(np.concatenate([c.train, c.val]).tolist()) == own.tolist() and len(c.val) >= 1
+        assert c.test.tolist() == np.flatnonzero(ds.info["test_user"].numpy() == u).tolist()
+    assert part.unassigned == 0 and np.allclose(part.shares.sum(0)[[3, 10, 61]], 1)
+    two = partition_dataset(ds, "natural", 2, seed=1)
+    assert len(two.clients) == 2 and two.unassigned == 15 - sum(len(c.train) + len(c.val) for c in two.clients)
+    with pytest.raises(PflkitError, match="3 users"):
+        partition_dataset(ds, "natural", 4)
+
+    def no_json(*args):
+        raise AssertionError("JSON read again instead of the cache")
+
+    monkeypatch.setattr(data, "read_leaf_split", no_json)
+    assert torch.equal(data.load_dataset("femnist", root=tmp_path).x_train, ds.x_train)
+
+
+def test_femnist_natural_partition_runs_from_the_cli(tmp_path, monkeypatch):
+    from pflkit import cli
+
+    write_leaf(tmp_path / "femnist", {
+        "train": [{f"w{i}": femnist_user(6, i % 3)[:2] for i in range(4)}],
+        "test": [{f"w{i}": femnist_user(2, i % 3)[:2] for i in range(4)}],
+    })  # fmt: skip
+    monkeypatch.setenv("PFLKIT_DATA", str(tmp_path))
+    out = tmp_path / "r.json"
+    argv = ["run", "fesem", "--centers", "2", "--dataset", "femnist", "--partition", "natural", "--clients", "3",
+            "--rounds", "1", "--model", "mlp", "--local-steps", "1", "--device", "cpu", "--no-progress", "--out", str(out)]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert len(json.loads(out.read_text())["partition"]["train_sizes"]) == 3
+
+
+def test_femnist_split_by_user_is_one_clear_error(tmp_path):
+    write_leaf(
+        tmp_path / "femnist", {"train": [{"a": femnist_user(2, 0)[:2]}], "test": [{"b": femnist_user(2, 1)[:2]}]}
+    )
+    with pytest.raises(PflkitError, match="-t sample"):
+        data.load_dataset("femnist", root=tmp_path)
+
+
+def test_celeba_leaf_json_images_and_natural_partition(tmp_path):
+    d = tmp_path / "celeba"
+    (d / "raw" / "img_align_celeba").mkdir(parents=True)
+    colours = {"000001.jpg": (255, 0, 0), "000002.jpg": (0, 255, 0), "000003.jpg": (0, 0, 255), "000004.jpg": (9, 9, 9)}
+    for name, rgb in colours.items():
+        Image.new("RGB", (178, 218), rgb).save(d / "raw" / "img_align_celeba" / name, quality=100)
+    write_leaf(d, {
+        "train": [{"7": (["000001.jpg", "000002.jpg"], [1.0, 0.0]), "12": (["000003.jpg"], [1.0])}],
+        "test": [{"12": (["000004.jpg"], [0.0])}],
+    })  # fmt: skip
+    assert data.available_offline("celeba", tmp_path)
+    ds = data.load_dataset("celeba", root=tmp_path, size=8)
+    assert ds.x_train.shape == (3, 3, 8, 8) and ds.x_test.shape == (1, 3, 8, 8) and ds.x_train.dtype == torch.uint8
+    assert ds.y_train.tolist() == [1, 0, 1] and ds.classes == ["not smiling", "smiling"]
+    red = ds.x_train[0].float().mean((1, 2))
+    assert red[0] > 250 and red[1:].max() < 5  # channels first, RGB order
+    part = partition_dataset(ds, "natural", 2, val_fraction=0.0)
+    assert [c.train.tolist() for c in part.clients] == [[0, 1], [2]]
+    assert [c.test.tolist() for c in part.clients] == [[], [0]]
+
+
+def test_natural_protocol_needs_users():
+    from pflkit.partitions import make_partition
+
+    with pytest.raises(PflkitError, match="dataset with users"):
+        make_partition(np.arange(20) % 2, np.arange(6) % 2, "natural", 2, dataset="digits")
 
 
 # ----------------------------------------------------------------------------- missing data

@@ -54,11 +54,15 @@ def get_method(name: str) -> Method:
 
 # importing the method files registers them
 from . import (  # noqa: E402, F401
+    cfl,
     ditto,
     fedavg,
     fedavg_ft,
+    feddist,
     fedper,
     fedprox,
+    fedsgd,
+    fesem,
     lgfedavg,
     local,
     perfedavg,

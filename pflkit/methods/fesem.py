@@ -1,0 +1,263 @@
+"""FeSEM (Long et al., 2023, "Multi-center federated learning", Algorithms 1 and 2):
+federated stochastic EM over K centres of the clients' weights.
+
+Objective (eq. 5), over local models W_i, assignments r_i^(k) ∈ {0, 1} and centres W̃^(k):
+    Σ_i α_i L_s(W_i) + λ/m Σ_k Σ_i r_i^(k) Dist(W_i, W̃^(k)),       Dist = ‖W_i − W̃^(k)‖² (eq. 3)
+Initialisation (Alg. 1 line 1, §6 "Training settings"): every client trains its initial local
+    model W_i from the common initial weights (``init_steps`` minibatch steps of SGD, no
+    penalty) and uploads it once, before round 1 (the setup handshake; its bytes are counted).
+    The server runs k-means on {W_i} 20 times (k-means++ seeding) and keeps the run of least
+    intra-cluster distance (inertia): that gives r_i^(k), and eq. 9 on the W_i gives W̃^(k).
+Round t (Alg. 1's loop; the engine calls the server's step after the clients'):
+    server → client i:  W̃^(k) of its cluster k                        (Alg. 1 line 10)
+    client (Alg. 2):    W_i ← W̃^(k); N steps of SGD on
+                        L_s(W_i) + λ/m · Dist(W_i, W̃^(k))               (eq. 7)
+    client → server:    W_i (and n_i)
+    E-step:             r_i^(k) = 1 if k = argmin_j Dist(W_i, W̃^(j))   (eq. 8)
+    M-step:             W̃^(k) = Σ_i r_i^(k) W_i / Σ_i r_i^(k)          (eq. 9)
+Clients are evaluated with the centre of their cluster.
+
+Choices the paper leaves open, and how they are made here:
+* Dist is the squared Euclidean distance of the parameters, over the whole model
+  (``distance=all``) or the last layer only (``distance=last``: ``head.weight`` and
+  ``head.bias``; the authors' code clusters on the last dense kernel).  The same Dist is
+  used in the E-step, in k-means and in the local penalty.
+* The initial local models all take the same number of steps (not epochs): with epochs,
+  clients with more data move farther from the common start and k-means groups them by size.
+* Eq. 7 weights the loss by α_i = n_i/n; the local update here minimises the plain mean
+  batch loss plus λ/m · Dist (as every kit method takes the mean loss), m = ``cfg.clients``.
+  Eq. 7 divided by α_i would weight Dist by λ/(m α_i), i.e. by λ for equal client sizes: the
+  λ here is m times weaker than that reading of the paper's.
+* The initial local models' steps are a head start FedAvg does not get: compare at equal
+  rounds with FeSEM(K = 1) too, which has the same head start and one centre.
+* Eq. 9 is an unweighted mean (the paper, §6: "our objective ... does not take into account
+  the number of samples per device").  ``size_weighted=true`` weights by n_i, as the authors'
+  code does; with K = 1 and λ = 0 FeSEM's round is then exactly FedAvg's.
+* With client sampling (the paper assumes full participation, §8) the E- and M-steps use
+  this round's clients: the others keep their assignment, and a centre none of whose clients
+  reported (or that the E-step left empty) keeps its weights.
+
+``em=fixed-random`` is what the authors' committed configuration does instead (its centre
+update period, 150 rounds, exceeds its 60 rounds): clients get a fixed cluster from k-means
+over small random vectors U(−0.01, 0.01) (one per client, of the last layer's kernel size),
+every centre starts from the common initial weights, no setup upload, and only the M-step
+runs, every round.
+
+:func:`choose_k` is §5.2's heuristic for K: a few rounds on a sample of clients per K.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+from sklearn.cluster import KMeans
+
+from ..errors import PflkitError
+from ..federated import Client, Server, snapshot, weighted_average
+from . import Method, register
+
+DISTANCES = {"all": "", "last": "head."}  # distance option -> prefix of the parameters compared
+EM_MODES = ("paper", "fixed-random")
+KMEANS_RESTARTS = 20  # §6: "pure clustering 20 times with randomized initialization"
+
+
+# ----------------------------------------------------------------------------- E- and M-steps
+
+
+def points(states, keys) -> torch.Tensor:
+    """One row per state: its parameters named in ``keys``, flattened (float64)."""
+    return torch.stack([torch.cat([s[k].reshape(-1).double() for k in keys]) for s in states])
+
+
+def e_step(points_w: torch.Tensor, points_c: torch.Tensor) -> np.ndarray:
+    """r_i = argmin_k ‖W_i − W̃^(k)‖² (eq. 8), ties to the lowest k."""
+    return torch.cdist(points_w, points_c).argmin(1).cpu().numpy()
+
+
+def m_step(states, assignment, centers, weights=None) -> list:
+    """W̃^(k) = Σ_i r_i^(k) w_i W_i / Σ_i r_i^(k) w_i (eq. 9 with w_i = 1; w_i = n_i if given);
+    a centre without clients keeps its weights."""
+    weights = [1.0] * len(states) if weights is None else weights
+    new = []
+    for k, old in enumerate(centers):
+        members = [i for i, a in enumerate(assignment) if a == k]
+        new.append(weighted_average([states[i] for i in members], [weights[i] for i in members]) if members else old)
+    return new
+
+
+def kmeans(x: torch.Tensor, k: int, seed: int) -> np.ndarray:
+    """Labels of the best of 20 k-means runs (least inertia, i.e. intra-cluster distance).
+
+    The m points (rows of ``x``) are first written in coordinates of their own span, from the
+    Gram matrix of the centred points: every distance between points and means of points is
+    unchanged, so k-means is too, but it runs in m dimensions instead of a model's size.
+    """
+    xc = x.double() - x.double().mean(0)
+    vals, vecs = torch.linalg.eigh(xc @ xc.T)
+    coords = (vecs * vals.clamp_min(0).sqrt()).cpu().numpy()
+    return KMeans(n_clusters=k, n_init=KMEANS_RESTARTS, random_state=seed).fit(coords).labels_
+
+
+def distance_keys(model, distance: str) -> list[str]:
+    if distance not in DISTANCES:
+        raise PflkitError(f"fesem: distance must be one of {', '.join(DISTANCES)}, got {distance!r}")
+    return [n for n, _ in model.named_parameters() if n.startswith(DISTANCES[distance])]
+
+
+def distance_penalty(reference: dict, keys: list[str], weight: float):
+    """``penalty(model) = weight · Dist(W, W̃)`` over the parameters in ``keys`` (eq. 7's term)."""
+    reference = {k: reference[k].detach() for k in keys}
+
+    def penalty(model):
+        params = dict(model.named_parameters())
+        return weight * sum(((params[k] - r) ** 2).sum() for k, r in reference.items())
+
+    return penalty
+
+
+# ----------------------------------------------------------------------------- server
+
+
+class FeSEMServer(Server):
+    def __init__(self, model, cfg, opts, n_clients):
+        super().__init__(model, cfg, opts, n_clients)
+        K = opts["centers"]
+        if opts["em"] not in EM_MODES:
+            raise PflkitError(f"fesem: em must be one of {', '.join(EM_MODES)}, got {opts['em']!r}")
+        if not 1 <= K <= n_clients:
+            raise PflkitError(f"fesem: centers must be between 1 and the number of clients ({n_clients}), got {K}")
+        self.keys = distance_keys(model, opts["distance"])
+        w0 = snapshot(model)
+        self.local = [w0] * n_clients  # W_i, the clients' latest local models
+        self.n = [1.0] * n_clients  # n_i, as the clients report them
+        self.centers = [w0] * K  # W̃^(k)
+        self.assignment = np.zeros(n_clients, dtype=int)  # k_i: r_i^(k) = 1 iff k = k_i
+        if opts["em"] == "fixed-random":  # the authors' code: k-means over small random vectors
+            rng = np.random.default_rng(cfg.seed)
+            noise = rng.uniform(-0.01, 0.01, size=(n_clients, model.head.weight.numel()))
+            self.assignment = kmeans(torch.from_numpy(noise), K, cfg.seed)
+
+    def setup(self, uploads):
+        """Initial local models -> k-means (20 restarts) -> r_i^(k), then W̃^(k) by eq. 9."""
+        for cid, up in uploads.items():
+            self.local[cid], self.n[cid] = up["weights"], float(up["n"])
+        self.assignment = kmeans(points(self.local, self.keys), len(self.centers), self.cfg.seed)
+        self.centers = m_step(self.local, self.assignment, self.centers, self.m_weights())
+
+    def m_weights(self):
+        return self.n if self.opt["size_weighted"] else None
+
+    def message_for(self, cid, rnd):
+        return {"weights": self.centers[self.assignment[cid]]}
+
+    def aggregate(self, uploads, rnd):
+        if not uploads:
+            return
+        ids = sorted(uploads)
+        for cid in ids:
+            self.local[cid], self.n[cid] = uploads[cid]["weights"], float(uploads[cid]["n"])
+        states = [self.local[i] for i in ids]
+        if self.opt["em"] == "paper":  # E-step (eq. 8), for this round's clients
+            self.assignment[ids] = e_step(points(states, self.keys), points(self.centers, self.keys))
+        weights = [self.n[i] for i in ids] if self.opt["size_weighted"] else None
+        self.centers = m_step(states, self.assignment[ids], self.centers, weights)  # M-step (eq. 9)
+
+    def intra_distance(self) -> float:
+        """The objective of eq. 6: 1/m Σ_i Dist(W_i, W̃^(k_i)), over the latest local models."""
+        w, c = points(self.local, self.keys), points(self.centers, self.keys)
+        return float(((w - c[self.assignment]) ** 2).sum(1).mean())
+
+    def state_dict(self):
+        return {
+            "centers": self.centers,
+            "local": self.local,
+            "n": torch.tensor(self.n, dtype=torch.float64),
+            "assignment": torch.as_tensor(self.assignment),
+        }
+
+    def load_state_dict(self, state):
+        self.centers, self.local = list(state["centers"]), list(state["local"])
+        self.n = state["n"].tolist()
+        self.assignment = state["assignment"].cpu().numpy().copy()
+
+
+# ----------------------------------------------------------------------------- client
+
+
+class FeSEMClient(Client):
+    def setup_message(self):
+        """The initial local model W_i: ``init_steps`` steps of SGD from the common weights."""
+        if self.opt["em"] != "paper":
+            return None
+        from ..engine import derive_seed
+
+        self.generator.manual_seed(derive_seed(self.cfg.seed, 0, 5, self.cid))
+        self.sgd(steps=self.opt["init_steps"])
+        return {"weights": snapshot(self.model), "n": self.n_samples()}
+
+    def train_round(self, message, rnd):
+        centre = message["weights"]
+        self.model.load_state_dict(centre)  # Alg. 2: W_i ← W̃^(k)
+        lam = self.opt["lam"]
+        keys = distance_keys(self.model, self.opt["distance"])
+        penalty = distance_penalty(centre, keys, lam / self.cfg.clients) if lam else None
+        loss = self.sgd(penalty=penalty)  # N steps on L_s(W_i) + λ/m Dist(W_i, W̃^(k))  (eq. 7)
+        return {"weights": snapshot(self.model), "n": self.n_samples(), "_loss": loss}
+
+    def eval_model(self, message):
+        self.model.load_state_dict(message["weights"])  # the centre of the client's cluster
+        return self.model
+
+
+register(
+    Method(
+        "fesem",
+        FeSEMServer,
+        FeSEMClient,
+        "Multi-center FL: K centres of the clients' weights by federated stochastic EM",
+        "Long et al. 2023",
+        options={
+            "centers": (3, "K, the number of centres (clusters)"),
+            "lam": (0.1, "λ: weight of the distance to the centre in the local loss, λ/m·Dist (eq. 7)"),
+            "distance": ("all", "Dist over the whole model (all) or the last layer only (last, as the authors' code)"),
+            "em": (
+                "paper",
+                "paper: E- and M-step every round; fixed-random: the authors' code (random fixed clusters)",
+            ),
+            "size_weighted": (False, "M-step weighted by the clients' data sizes (eq. 9 is unweighted)"),
+            "init_steps": (100, "steps of local SGD that make the initial local models clustered by k-means"),
+        },
+    )
+)
+
+
+# ----------------------------------------------------------------------------- choosing K (§5.2)
+
+
+def choose_k(cfg, fed, ks=(1, 2, 3, 4), sample: int = 100, rounds: int = 3) -> dict:
+    """§5.2: run FeSEM for a few ``rounds`` on ``sample`` random clients for every K in ``ks``.
+
+    Returns ``{K: {"val_mean_acc": ..., "intra_distance": ...}}`` after the last round (the
+    paper picks the K of best accuracy, or of smallest intra-cluster distance, eq. 6; the
+    distance always falls as K grows, so compare it for a knee, not a minimum).
+    """
+    from ..engine import Federation, run
+
+    rng = np.random.default_rng(cfg.seed)
+    n = len(fed.clients)
+    ids = sorted(rng.choice(n, min(sample, n), replace=False).tolist())
+    sub = Federation(fed.ds, fed.partition.subset(ids), fed.device)
+    scores = {}
+    for k in ks:
+        c = dataclasses.replace(cfg, method="fesem", clients=len(ids), rounds=rounds, eval_every=rounds,
+                                checkpoint=None, options={**cfg.options, "centers": k})  # fmt: skip
+        last = {}
+
+        def grab(rnd, row, server, clients, last=last):
+            last.update(row, intra_distance=server.intra_distance())
+
+        run(c, sub, on_round=grab)
+        scores[k] = {"val_mean_acc": last.get("val_mean_acc", float("nan")), "intra_distance": last["intra_distance"]}
+    return scores

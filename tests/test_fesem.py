@@ -1,0 +1,220 @@
+"""FeSEM: its E- and M-steps, the reduction to FedAvg, the k-means initialisation, and the
+recovery of known client groups."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import adjusted_rand_score
+
+from pflkit.engine import build, derive_seed, run
+from pflkit.errors import PflkitError
+from pflkit.grouped import grouped_federation
+from pflkit.methods.fesem import choose_k, e_step, kmeans, m_step, points
+from tests.conftest import tiny_config
+from tests.test_methods import assert_states_equal, final_server_state
+
+
+def states(*rows):
+    return [{"w": torch.tensor(r, dtype=torch.float32)} for r in rows]
+
+
+# ----------------------------------------------------------------------------- E- and M-steps
+
+
+def test_e_step_assigns_each_client_to_nearest_centre():
+    w = states([0.0, 0.0], [0.2, 0.1], [5.0, 5.0], [4.0, 6.0], [0.0, 9.0])
+    c = states([0.0, 0.0], [5.0, 5.0], [0.0, 10.0])
+    assert e_step(points(w, ["w"]), points(c, ["w"])).tolist() == [0, 0, 1, 1, 2]  # eq. 8
+
+
+def test_m_step_means_plain_and_size_weighted_and_empty_cluster_kept():
+    w = states([0.0, 0.0], [2.0, 4.0], [5.0, 5.0])
+    old = states([9.0, 9.0], [9.0, 9.0], [7.0, 7.0])
+    plain = m_step(w, [0, 0, 1], old)  # eq. 9: unweighted mean of the cluster's models
+    assert plain[0]["w"].tolist() == [1.0, 2.0] and plain[1]["w"].tolist() == [5.0, 5.0]
+    assert plain[2] is old[2]  # no clients: the centre stays
+    weighted = m_step(w, [0, 0, 1], old, weights=[3, 1, 7])
+    assert weighted[0]["w"].tolist() == [0.5, 1.0]
+
+
+def test_kmeans_finds_well_separated_clusters_in_many_dimensions():
+    rng = np.random.default_rng(0)
+    truth = np.repeat([0, 1, 2], 5)
+    centres = rng.normal(0, 1, (3, 5000))
+    x = torch.from_numpy(centres[truth] + rng.normal(0, 0.05, (15, 5000)))
+    assert adjusted_rand_score(truth, kmeans(x, 3, seed=0)) == 1.0
+
+
+# ----------------------------------------------------------------------------- reductions
+
+
+def fesem_k1(**opts):
+    return {"centers": 1, "lam": 0.0, "size_weighted": True} | opts
+
+
+def test_k1_lambda0_round_equals_fedavg_round(tiny_fed):
+    """Same start, same batches: one FeSEM round (K = 1, λ = 0, size-weighted M-step) is
+    exactly one FedAvg round.  (The paper's unweighted eq. 9 is FedAvg with equal weights.)"""
+    cfg_f, cfg_s = tiny_config(method="fedavg"), tiny_config(method="fesem", options=fesem_k1())
+    _, _, fedavg, avg_clients = build(cfg_f, tiny_fed(cfg_f))
+    _, _, fesem, sem_clients = build(cfg_s, tiny_fed(cfg_s))
+    fesem.setup({c.cid: c.setup_message() for c in sem_clients})  # centre: mean of initial local models
+    fedavg.w = {k: v.clone() for k, v in fesem.centers[0].items()}
+    for server, clients in ((fedavg, avg_clients), (fesem, sem_clients)):
+        uploads = {}
+        for c in clients:
+            c.generator.manual_seed(derive_seed(0, 0, 3, c.cid))
+            uploads[c.cid] = c.train_round(server.message_for(c.cid, 0), 0)
+            uploads[c.cid].pop("_loss")
+        server.aggregate(uploads, 0)
+    assert_states_equal(fedavg.w, fesem.centers[0])
+
+
+def test_k1_lambda0_untrained_init_runs_as_fedavg(tiny_fed):
+    """With initial local models left untrained the k-means centre is the common
+    initialisation, so the whole run is FedAvg's (weights and metrics)."""
+    a = final_server_state(tiny_config(method="fedavg"), tiny_fed(tiny_config()))
+    cfg = tiny_config(method="fesem", options=fesem_k1(init_steps=0))
+    got = {}
+    res = run(cfg, tiny_fed(cfg), on_round=lambda r, row, server, c: got.update(w=server.centers[0]))
+    assert_states_equal(a, got["w"])
+    ref = run(tiny_config(method="fedavg"), tiny_fed(tiny_config()))
+    assert [h["mean_acc"] for h in res["history"]] == [h["mean_acc"] for h in ref["history"]]
+
+
+# ----------------------------------------------------------------------------- known groups
+
+
+@pytest.mark.parametrize("distance", ["all", "last"])
+def test_recovers_the_latent_groups_of_a_grouped_federation(digits, distance):
+    """12 clients in 4 image-transform groups with Dirichlet(0.5) label mixes: the clusters
+    match the true groups (adjusted Rand index; chance is 0), and stay so over the rounds."""
+    g = grouped_federation(digits, n_clients=12, seed=0)
+    cfg = tiny_config(method="fesem", clients=12, rounds=3, options={"centers": 4, "distance": distance})
+    ari = []
+    run(cfg, g.federation(torch.device("cpu")), on_round=lambda r, row, s, c: ari.append(
+        adjusted_rand_score(g.groups, s.assignment)))  # fmt: skip
+    assert min(ari) > 0.8, ari
+
+
+def test_fixed_random_clusters_ignore_the_groups(digits):
+    g = grouped_federation(digits, n_clients=12, seed=0)
+    cfg = tiny_config(method="fesem", clients=12, rounds=1, options={"centers": 4, "em": "fixed-random"})
+    _, _, server, _ = build(cfg, g.federation(torch.device("cpu")))
+    assert abs(adjusted_rand_score(g.groups, server.assignment)) < 0.3
+
+
+# ----------------------------------------------------------------------------- protocol
+
+
+def test_setup_upload_is_counted_and_initialises_clusters(tiny_fed):
+    cfg = tiny_config(method="fesem", rounds=2, options={"centers": 2})
+    fed, _, server, _ = build(cfg, tiny_fed(cfg))
+    model_bytes = sum(p.numel() * 4 for p in server.model.parameters())
+    seen = []
+    res = run(cfg, fed, on_round=lambda r, row, s, c: seen.append(s.assignment.copy()))
+    # setup: every client's initial local model and n; then per round: the model and n up
+    assert res["comm"]["bytes_up"] == 4 * (model_bytes + 8) + 2 * 4 * (model_bytes + 8)
+    assert res["comm"]["bytes_down"] == 2 * 4 * model_bytes
+    assert all(len(set(a.tolist())) <= 2 for a in seen)
+
+
+def test_fixed_random_mode_never_reclusters_and_sends_no_setup(tiny_fed):
+    cfg = tiny_config(method="fesem", rounds=3, options={"centers": 2, "em": "fixed-random"})
+    fed, _, server, _ = build(cfg, tiny_fed(cfg))
+    first = server.assignment.copy()
+    seen = []
+    res = run(cfg, fed, on_round=lambda r, row, s, c: seen.append(s.assignment.copy()))
+    assert all(np.array_equal(a, first) for a in seen)
+    model_bytes = sum(p.numel() * 4 for p in server.model.parameters())
+    assert res["comm"]["bytes_up"] == 3 * 4 * (model_bytes + 8)
+
+
+def drift(tiny_fed, **opts):
+    """How far client 0's parameters move from the centre in one local update, per part."""
+    cfg = tiny_config(method="fesem", rounds=1, options={"centers": 1} | opts)
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    msg = server.message_for(0, 0)
+    clients[0].generator.manual_seed(1)
+    new = clients[0].train_round(msg, 0)["weights"]
+    return {part: sum(float((new[k] - v).norm()) for k, v in msg["weights"].items() if k.startswith(part))
+            for part in ("body.", "head.")}  # fmt: skip
+
+
+def test_penalty_pulls_towards_the_centre_on_the_distance_s_parameters(tiny_fed):
+    free = drift(tiny_fed, lam=0.0)
+    last = drift(tiny_fed, lam=40.0, distance="last")  # λ/m = 10 on the last layer only (eq. 7)
+    whole = drift(tiny_fed, lam=40.0, distance="all")
+    assert last["head."] < 0.25 * free["head."] and last["body."] > 0.8 * free["body."]
+    assert whole["head."] < 0.25 * free["head."] and whole["body."] < 0.25 * free["body."]
+
+
+def test_resume_after_kill_equals_uninterrupted(tiny_fed, tmp_path):
+    class Killed(Exception):
+        pass
+
+    def strip(res):
+        return [{k: v for k, v in h.items() if k != "wall_s"} for h in res["history"]]
+
+    cfg = tiny_config(method="fesem", rounds=3, sample_rate=0.5, options={"centers": 2})
+    full = run(cfg, tiny_fed(cfg))
+    ck = tiny_config(method="fesem", rounds=3, sample_rate=0.5, options={"centers": 2}, checkpoint=str(tmp_path / "c"))
+
+    def kill(rnd, row, server, clients):
+        if rnd == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run(ck, tiny_fed(ck), on_round=kill)
+    resumed = run(ck, tiny_fed(ck))
+    assert strip(resumed) == strip(full)
+
+
+@pytest.mark.parametrize("opts,match", [({"centers": 9}, "between 1"), ({"distance": "l1"}, "distance"),
+                                        ({"em": "hard"}, "em must")])  # fmt: skip
+def test_bad_options_are_one_clear_error(tiny_fed, opts, match):
+    cfg = tiny_config(method="fesem", options=opts)
+    with pytest.raises(PflkitError, match=match):
+        build(cfg, tiny_fed(cfg))
+
+
+def test_choose_k_scores_every_k(tiny_fed):
+    cfg = tiny_config(method="fesem", clients=6, classes_per_client=2)
+    scores = choose_k(cfg, tiny_fed(cfg), ks=(1, 2), sample=4, rounds=1)
+    assert set(scores) == {1, 2}
+    assert all(0 <= s["val_mean_acc"] <= 1 and s["intra_distance"] >= 0 for s in scores.values())
+
+
+def test_cli_runs_fesem(tmp_path):
+    out = tmp_path / "r.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "pflkit", "run", "fesem", "--centers", "2", "--distance", "last",
+         "--dataset", "digits", "--partition", "dirichlet", "--clients", "4", "--rounds", "2", "--model", "mlp",
+         "--local-steps", "3", "--no-progress", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["options"]["centers"] == 2
+
+
+def test_micro_and_macro_metrics_as_the_fesem_paper_defines_them():
+    """§6: "micro" weights the clients' metrics by their data size, "macro" averages them."""
+    from pflkit.engine import summarize
+
+    def client(true, pred):
+        true, pred = np.array(true), np.array(pred)
+        return {"correct": int((true == pred).sum()), "n": len(true), "loss": 0.0, "true": true, "pred": pred}
+
+    s = summarize([
+        client([0], [0]),  # acc 1, F1 1
+        client([0, 0, 1, 1], [1, 1, 1, 1]),  # acc 1/2; F1: class 0 → 0, class 1 → 2/3; macro 1/3
+        client([2, 2, 2, 2, 2], [2, 2, 2, 2, 0]),  # acc 4/5; F1: class 2 → 8/9, class 0 → 0; macro 4/9
+    ])  # fmt: skip
+    assert s["mean_acc"] == pytest.approx((1 + 1 / 2 + 4 / 5) / 3)  # macro accuracy
+    assert s["pooled_acc"] == pytest.approx((1 * 1 + 4 * 1 / 2 + 5 * 4 / 5) / 10)  # micro = Σ correct / Σ n
+    assert s["macro_f1"] == pytest.approx((1 + 1 / 3 + 4 / 9) / 3)
+    assert s["micro_f1"] == pytest.approx((1 * 1 + 4 * 1 / 3 + 5 * 4 / 9) / 10)
