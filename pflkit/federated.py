@@ -279,5 +279,20 @@ def clone_model(model: nn.Module) -> nn.Module:
     return copy.deepcopy(model)
 
 
+def reinitialised(model: nn.Module, seed: int) -> nn.Module:
+    """A copy of ``model`` with every layer re-drawn by its PyTorch default initialisation
+    (``reset_parameters``) from ``seed``; the global random state is left alone.  For methods
+    that need several independently initialised models (IFCA's clusters, pFedMB's branches)."""
+    fresh = clone_model(model)
+    device = next(fresh.parameters()).device
+    fresh.cpu()  # draw on the CPU generator, so the result does not depend on the device
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for module in fresh.modules():
+            if hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+    return fresh.to(device)
+
+
 def _shapes(model: nn.Module) -> dict:
     return {k: v.shape for k, v in model.state_dict().items()}
