@@ -17,7 +17,7 @@ def test_eval_finetune_zero_epochs_changes_nothing(tiny_fed, method):
     assert a["comm"] == b["comm"]
 
 
-@pytest.mark.parametrize("method", ["fedavg", "ditto", "pfedme", "pfedmb"])
+@pytest.mark.parametrize("method", ["fedavg", "ditto", "pfedme", "pfedmb", "ifca", "fedamp", "fedfomo"])
 def test_eval_finetune_leaves_client_state_alone(tiny_fed, method):
     cfg = tiny_config(method=method, rounds=1)
     _, _, server, clients = build(cfg, tiny_fed(cfg))

@@ -55,10 +55,13 @@ def get_method(name: str) -> Method:
 # importing the method files registers them
 from . import (  # noqa: E402, F401
     ditto,
+    fedamp,
     fedavg,
     fedavg_ft,
+    fedfomo,
     fedper,
     fedprox,
+    ifca,
     lgfedavg,
     local,
     perfedavg,
