@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--momentum", type=float, default=0.9)
     r.add_argument("--weight-decay", type=float, default=0.0)
     r.add_argument("--eval-every", type=int, default=1)
+    r.add_argument(
+        "--eval-finetune-epochs",
+        type=int,
+        default=0,
+        metavar="E",
+        help="evaluate each client after E epochs of local fine-tuning (of a copy of its model)",
+    )
     r.add_argument("--device", default="auto")
     r.add_argument("--checkpoint", default=None, help="checkpoint file, written every round and resumed from")
     r.add_argument("--no-progress", action="store_true")
@@ -179,7 +186,8 @@ def cmd_run(args, extra: list[str]) -> None:
         val_fraction=args.val_fraction, model=args.model, width=args.width, sample_rate=args.sample_rate,
         local_epochs=args.local_epochs or prof["local_epochs"], local_steps=args.local_steps,
         batch_size=args.batch_size, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay,
-        eval_every=args.eval_every, device=args.device, checkpoint=args.checkpoint, options=options,
+        eval_every=args.eval_every, eval_finetune_epochs=args.eval_finetune_epochs, device=args.device,
+        checkpoint=args.checkpoint, options=options,
     )  # fmt: skip
     ds = load_dataset(cfg.dataset, download=args.download)
     if cfg.partition == "groups":  # clients in latent groups of image transforms (pflkit.grouped)

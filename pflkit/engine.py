@@ -56,6 +56,9 @@ class RunConfig:
     weight_decay: float = 0.0
     # engine
     eval_every: int = 1
+    # evaluate every client after this many epochs of local fine-tuning of (a copy of) the model
+    # it is judged by, on its own training split: the protocol of pFedMB §V-A, for any method
+    eval_finetune_epochs: int = 0
     device: str = "auto"
     checkpoint: str | None = None  # file to checkpoint to every round, resumed from if present
     options: dict = field(default_factory=dict)  # method-specific options
@@ -135,7 +138,8 @@ def summarize(results: list[dict]) -> dict:
 
 
 def evaluate_clients(server, clients, client_ids, eval_seed: int) -> dict:
-    """Evaluate every listed client's personalised model on its val and test splits."""
+    """Evaluate every listed client's personalised model on its val and test splits (after
+    ``eval_finetune_epochs`` epochs of local fine-tuning of a copy, if configured)."""
     per_split = {"val": [], "test": []}
     bytes_down = 0
     for cid in client_ids:
@@ -144,6 +148,8 @@ def evaluate_clients(server, clients, client_ids, eval_seed: int) -> dict:
         client = clients[cid]
         client.generator.manual_seed(derive_seed(eval_seed, cid))
         model = client.eval_model(msg)
+        if client.cfg.eval_finetune_epochs:
+            model = client.fine_tuned(model, client.cfg.eval_finetune_epochs)
         for split in per_split:
             per_split[split].append(evaluate(model, *client.data.split(split)))
     out = {}
@@ -206,8 +212,8 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
     ``on_round(rnd, row, server, clients)`` is called after every evaluated round (for the
     book's figures: α heatmaps, embeddings, cluster assignments...).
     """
-    if cfg.rounds < 1 or cfg.clients < 1 or not 0 < cfg.sample_rate <= 1:
-        raise PflkitError("rounds and clients must be >= 1 and sample_rate in (0, 1]")
+    if cfg.rounds < 1 or cfg.clients < 1 or not 0 < cfg.sample_rate <= 1 or cfg.eval_finetune_epochs < 0:
+        raise PflkitError("rounds and clients must be >= 1, sample_rate in (0, 1] and eval_finetune_epochs >= 0")
     t0 = time.perf_counter()
     fed, method, server, clients = build(cfg, fed)
     train_ids = [i for i in range(len(clients)) if i not in set(fed.partition.novel)]
@@ -305,6 +311,8 @@ def _ckpt_key(cfg: RunConfig) -> str:
     d = cfg.to_dict()
     d.pop("rounds")
     d.pop("checkpoint")
+    if not d["eval_finetune_epochs"]:  # checkpoints written before the field existed stay valid
+        d.pop("eval_finetune_epochs")
     return json.dumps(d, sort_keys=True)
 
 

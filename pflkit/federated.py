@@ -189,6 +189,17 @@ class Client:
             self._scratch = clone_model(self.model)
         return self._scratch
 
+    def fine_tuned(self, model: nn.Module, epochs: int) -> nn.Module:
+        """A copy of ``model`` after ``epochs`` epochs of local SGD on this client's training split
+        (evaluation after local fine-tuning); ``model`` itself is left untouched.  The copy is made
+        once and reused while the architecture stays the same."""
+        tuned = getattr(self, "_tuned", None)
+        if tuned is None or _shapes(tuned) != _shapes(model):
+            tuned = self._tuned = clone_model(model)
+        tuned.load_state_dict(model.state_dict())
+        self.sgd(tuned, epochs=epochs)
+        return tuned
+
     def n_samples(self) -> torch.Tensor:
         """The training-set size, as sent to servers that weight by it."""
         return torch.tensor(self.data.n_train)
@@ -266,3 +277,22 @@ class Server:
 
 def clone_model(model: nn.Module) -> nn.Module:
     return copy.deepcopy(model)
+
+
+def reinitialised(model: nn.Module, seed: int) -> nn.Module:
+    """A copy of ``model`` with every layer re-drawn by its PyTorch default initialisation
+    (``reset_parameters``) from ``seed``; the global random state is left alone.  For methods
+    that need several independently initialised models (IFCA's clusters, pFedMB's branches)."""
+    fresh = clone_model(model)
+    device = next(fresh.parameters()).device
+    fresh.cpu()  # draw on the CPU generator, so the result does not depend on the device
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for module in fresh.modules():
+            if hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+    return fresh.to(device)
+
+
+def _shapes(model: nn.Module) -> dict:
+    return {k: v.shape for k, v in model.state_dict().items()}

@@ -1,5 +1,8 @@
 """FedAvg + local fine-tuning: FedAvg training; each client is evaluated with the global model
-after ``ft_epochs`` epochs of SGD on its own training data (the fine-tuned copy is discarded)."""
+after ``ft_epochs`` epochs of SGD on its own training data (the fine-tuned copy is discarded).
+
+The same as ``fedavg`` with the engine's ``eval_finetune_epochs = ft_epochs``, which applies
+this evaluation protocol to any method (both use :meth:`~pflkit.federated.Client.fine_tuned`)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,7 @@ from .fedavg import FedAvgClient, FedAvgServer
 
 class FedAvgFTClient(FedAvgClient):
     def eval_model(self, message):
-        tuned = self.scratch_model()
-        tuned.load_state_dict(message["weights"])
-        self.sgd(tuned, epochs=self.opt["ft_epochs"])
-        return tuned
+        return self.fine_tuned(super().eval_model(message), self.opt["ft_epochs"])
 
 
 register(
