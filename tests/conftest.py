@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pflkit.data import load_dataset
-from pflkit.engine import Federation, RunConfig, pick_device
+from pflkit.engine import Federation, RunConfig, pick_device, run
 from pflkit.partitions import partition_dataset
 
 
@@ -34,3 +36,26 @@ def tiny_fed(digits):
         return Federation(digits, part, pick_device(cfg.device))
 
     return make
+
+
+def strip(result: dict) -> list[dict]:
+    """A run's history without its wall-clock times (the part that must be reproducible)."""
+    return [{k: v for k, v in h.items() if k != "wall_s"} for h in result["history"]]
+
+
+class Killed(Exception):
+    """Raised from ``on_round`` to simulate a kill after a round's checkpoint."""
+
+
+def killed_and_resumed(cfg: RunConfig, make_fed, checkpoint, kill_round: int = 2) -> dict:
+    """Run ``cfg`` with checkpoints to ``checkpoint``, kill it when round ``kill_round`` is
+    evaluated (before that round's checkpoint is written), and return the resumed run's result."""
+    cfg = dataclasses.replace(cfg, checkpoint=str(checkpoint))
+
+    def kill(rnd, row, server, clients):
+        if rnd == kill_round:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run(cfg, make_fed(cfg), on_round=kill)
+    return run(cfg, make_fed(cfg))

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from pflkit.engine import build, derive_seed, run
 from pflkit.federated import flatten, weighted_average
-from tests.conftest import tiny_config
+from tests.conftest import killed_and_resumed, strip, tiny_config
 from tests.test_methods import assert_states_equal, final_server_state
 
 
@@ -115,24 +115,9 @@ def test_cfl_does_not_split_when_the_mean_update_is_large(tiny_fed):
 
 
 def test_cfl_resume_after_a_split_equals_uninterrupted(tiny_fed, tmp_path):
-    class Killed(Exception):
-        pass
-
     opts = {"eps1": 1e9, "eps2": 0.0, "warmup": 1}  # split the 4 clients once, after round 1
-
-    def strip(res):
-        return [{k: v for k, v in h.items() if k != "wall_s"} for h in res["history"]]
-
     cfg = tiny_config(method="cfl", rounds=3, options=opts)
     seen = []
     full = run(cfg, tiny_fed(cfg), on_round=lambda r, row, s, c: seen.append(len(s.models)))
     assert seen[0] == 1 and seen[-1] >= 2
-    ck = tiny_config(method="cfl", rounds=3, options=opts, checkpoint=str(tmp_path / "c"))
-
-    def kill(rnd, row, server, clients):
-        if rnd == 3:
-            raise Killed
-
-    with pytest.raises(Killed):
-        run(ck, tiny_fed(ck), on_round=kill)
-    assert strip(run(ck, tiny_fed(ck))) == strip(full)
+    assert strip(killed_and_resumed(cfg, tiny_fed, tmp_path / "c", kill_round=3)) == strip(full)

@@ -8,8 +8,7 @@ import torch
 
 from pflkit.engine import build, run
 from pflkit.federated import flatten, nbytes, snapshot
-from tests.conftest import tiny_config
-from tests.test_engine import Killed, strip
+from tests.conftest import killed_and_resumed, strip, tiny_config
 
 
 def trained(client, server, rnd=0):
@@ -134,13 +133,5 @@ def test_resume_after_kill_equals_uninterrupted(tiny_fed, tmp_path, method):
     matrix (FedFomo) survive a checkpoint."""
     cfg = tiny_config(method=method, rounds=3, sample_rate=0.5)
     full = run(cfg, tiny_fed(cfg))
-    cfg_ck = tiny_config(method=method, rounds=3, sample_rate=0.5, checkpoint=str(tmp_path / "ck.pt"))
-
-    def kill(rnd, row, server, clients):
-        if rnd == 2:
-            raise Killed
-
-    with pytest.raises(Killed):
-        run(cfg_ck, tiny_fed(cfg_ck), on_round=kill)
-    resumed = run(cfg_ck, tiny_fed(cfg_ck))
+    resumed = killed_and_resumed(cfg, tiny_fed, tmp_path / "ck.pt")
     assert strip(resumed) == strip(full)

@@ -5,11 +5,7 @@ import torch
 from pflkit.engine import build, run, summarize
 from pflkit.errors import PflkitError, TrainingDiverged
 from pflkit.federated import nbytes, weighted_average
-from tests.conftest import tiny_config
-
-
-def strip(result):
-    return [{k: v for k, v in h.items() if k != "wall_s"} for h in result["history"]]
+from tests.conftest import killed_and_resumed, strip, tiny_config
 
 
 def test_same_seed_same_numbers(tiny_fed):
@@ -20,26 +16,13 @@ def test_same_seed_same_numbers(tiny_fed):
     assert strip(a) != strip(c)
 
 
-class Killed(Exception):
-    pass
-
-
 @pytest.mark.parametrize("method", ["fedavg", "ditto", "pfedme"])
 def test_resume_after_kill_equals_uninterrupted(tiny_fed, tmp_path, method):
     cfg = tiny_config(method=method, rounds=4, sample_rate=0.5)
     full = run(cfg, tiny_fed(cfg))
 
-    ckpt = tmp_path / "ck.pt"
-    cfg_ck = tiny_config(method=method, rounds=4, sample_rate=0.5, checkpoint=str(ckpt))
-
-    def kill_after_two(rnd, row, server, clients):
-        if rnd == 2:
-            raise Killed
-
-    with pytest.raises(Killed):
-        run(cfg_ck, tiny_fed(cfg_ck), on_round=kill_after_two)
-    # the checkpoint of round 1 is on disk (round 2's was not written: killed before)
-    resumed = run(cfg_ck, tiny_fed(cfg_ck))
+    # killed after round 2's evaluation: round 1's checkpoint is on disk, round 2's is not
+    resumed = killed_and_resumed(cfg, tiny_fed, tmp_path / "ck.pt")
     assert strip(resumed) == strip(full)
     assert resumed["comm"] == full["comm"]
 

@@ -14,7 +14,7 @@ from pflkit.engine import build, derive_seed, run
 from pflkit.errors import PflkitError
 from pflkit.grouped import grouped_federation
 from pflkit.methods.fesem import choose_k, e_step, kmeans, m_step, points
-from tests.conftest import tiny_config
+from tests.conftest import killed_and_resumed, strip, tiny_config
 from tests.test_methods import assert_states_equal, final_server_state
 
 
@@ -154,23 +154,9 @@ def test_penalty_pulls_towards_the_centre_on_the_distance_s_parameters(tiny_fed)
 
 
 def test_resume_after_kill_equals_uninterrupted(tiny_fed, tmp_path):
-    class Killed(Exception):
-        pass
-
-    def strip(res):
-        return [{k: v for k, v in h.items() if k != "wall_s"} for h in res["history"]]
-
     cfg = tiny_config(method="fesem", rounds=3, sample_rate=0.5, options={"centers": 2})
     full = run(cfg, tiny_fed(cfg))
-    ck = tiny_config(method="fesem", rounds=3, sample_rate=0.5, options={"centers": 2}, checkpoint=str(tmp_path / "c"))
-
-    def kill(rnd, row, server, clients):
-        if rnd == 2:
-            raise Killed
-
-    with pytest.raises(Killed):
-        run(ck, tiny_fed(ck), on_round=kill)
-    resumed = run(ck, tiny_fed(ck))
+    resumed = killed_and_resumed(cfg, tiny_fed, tmp_path / "c")
     assert strip(resumed) == strip(full)
 
 

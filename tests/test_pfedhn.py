@@ -13,7 +13,7 @@ from pflkit.methods import get_method
 from pflkit.methods.pfedhn import PFedHNServer, client_width, train_novel_embedding
 from pflkit.models import build_model
 from pflkit.partitions import partition_dataset
-from tests.conftest import tiny_config
+from tests.conftest import killed_and_resumed, strip, tiny_config
 
 FAST_HN = {"hn_optimizer": "adam", "hn_lr": 1e-3}  # the authors' SGD 1e-2 needs thousands of steps
 
@@ -170,23 +170,9 @@ def test_widths_run_through_the_engine():
 
 
 def test_resume_after_kill_equals_uninterrupted(tiny_fed, tmp_path):
-    class Killed(Exception):
-        pass
-
-    def strip(result):
-        return [{k: v for k, v in h.items() if k != "wall_s"} for h in result["history"]]
-
-    kw = dict(method="pfedhn", rounds=3, sample_rate=0.5, options=FAST_HN)
-    full = run(tiny_config(**kw), tiny_fed(tiny_config(**kw)))
-    cfg = tiny_config(**kw, checkpoint=str(tmp_path / "ck.pt"))
-
-    def kill(rnd, row, server, clients):
-        if rnd == 2:
-            raise Killed
-
-    with pytest.raises(Killed):
-        run(cfg, tiny_fed(cfg), on_round=kill)
-    assert strip(run(cfg, tiny_fed(cfg))) == strip(full)
+    cfg = tiny_config(method="pfedhn", rounds=3, sample_rate=0.5, options=FAST_HN)
+    full = run(cfg, tiny_fed(cfg))
+    assert strip(killed_and_resumed(cfg, tiny_fed, tmp_path / "ck.pt")) == strip(full)
 
 
 def test_proportion_embeddings_are_the_normalised_label_histograms(tiny_fed):
