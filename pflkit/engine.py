@@ -206,11 +206,13 @@ def handshake(server, clients) -> int:
     return sum(nbytes(m) for m in uploads.values())
 
 
-def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, on_round=None) -> dict:
+def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, on_round=None, on_setup=None) -> dict:
     """Train ``cfg.method`` for ``cfg.rounds`` rounds; returns the result record (JSON-able).
 
     ``on_round(rnd, row, server, clients)`` is called after every evaluated round (for the
-    book's figures: α heatmaps, embeddings, cluster assignments...).
+    book's figures: α heatmaps, embeddings, cluster assignments...); ``on_setup(server,
+    clients)`` once before round 1, after the setup handshake (not when resuming from a
+    checkpoint), e.g. to record FeSEM's initial clustering.
     """
     if cfg.rounds < 1 or cfg.clients < 1 or not 0 < cfg.sample_rate <= 1 or cfg.eval_finetune_epochs < 0:
         raise PflkitError("rounds and clients must be >= 1, sample_rate in (0, 1] and eval_finetune_epochs >= 0")
@@ -225,6 +227,8 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
     ckpt = Path(cfg.checkpoint) if cfg.checkpoint else None
     if ckpt is not None and ckpt.exists():
         start, history, ledger = load_checkpoint(ckpt, cfg, server, clients)
+    if on_setup is not None and start == 0:
+        on_setup(server, clients)
 
     if progress:
         from tqdm.auto import tqdm

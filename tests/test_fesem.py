@@ -12,6 +12,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from pflkit.engine import build, derive_seed, run
 from pflkit.errors import PflkitError
+from pflkit.federated import snapshot
 from pflkit.grouped import grouped_federation
 from pflkit.methods.fesem import choose_k, e_step, kmeans, m_step, points
 from tests.conftest import killed_and_resumed, strip, tiny_config
@@ -132,6 +133,40 @@ def test_fixed_random_mode_never_reclusters_and_sends_no_setup(tiny_fed):
     assert all(np.array_equal(a, first) for a in seen)
     model_bytes = sum(p.numel() * 4 for p in server.model.parameters())
     assert res["comm"]["bytes_up"] == 3 * 4 * (model_bytes + 8)
+
+
+def test_fixed_random_head_start_trains_initial_models_but_keeps_the_random_clusters(tiny_fed):
+    """head_start: the fixed random clusters of em=fixed-random, but with the paper's initial
+    local models uploaded before round 1 and each cluster's first centre their mean (eq. 9)."""
+    opts = {"centers": 2, "em": "fixed-random"}
+    cfg = tiny_config(method="fesem", rounds=2, options=opts | {"head_start": True})
+    fed, _, server, _ = build(cfg, tiny_fed(cfg))
+    random_clusters = server.assignment.copy()
+    _, _, plain, _ = build(tiny_config(method="fesem", rounds=2, options=opts), fed)
+    assert np.array_equal(random_clusters, plain.assignment)  # the same fixed random clusters
+    at_setup, seen = {}, []
+
+    def on_setup(s, clients):
+        at_setup.update(assignment=s.assignment.copy(), local=list(s.local), centers=list(s.centers))
+
+    res = run(cfg, fed, on_setup=on_setup, on_round=lambda r, row, s, c: seen.append(s.assignment.copy()))
+    assert np.array_equal(at_setup["assignment"], random_clusters)
+    assert all(np.array_equal(a, random_clusters) for a in seen)  # never re-clustered
+    expected = m_step(at_setup["local"], random_clusters, [None, None])
+    for k in range(2):
+        if (random_clusters == k).any():
+            assert_states_equal(expected[k], at_setup["centers"][k])
+    trained = points(at_setup["local"], ["head.weight"])
+    assert (trained - points([snapshot(server.model)], ["head.weight"])).abs().max() > 0  # the head start ran
+    model_bytes = sum(p.numel() * 4 for p in server.model.parameters())
+    assert res["comm"]["bytes_up"] == 4 * (model_bytes + 8) + 2 * 4 * (model_bytes + 8)  # setup upload counted
+
+
+def test_on_setup_sees_the_k_means_clustering_before_round_1(tiny_fed):
+    cfg = tiny_config(method="fesem", rounds=1, options={"centers": 2})
+    got = {}
+    run(cfg, tiny_fed(cfg), on_setup=lambda s, c: got.update(a=s.assignment.copy(), x=points(s.local, s.keys)))
+    assert np.array_equal(got["a"], kmeans(got["x"], 2, cfg.seed))
 
 
 def drift(tiny_fed, **opts):

@@ -29,7 +29,8 @@ Choices the paper leaves open, and how they are made here:
   Eq. 7 divided by α_i would weight Dist by λ/(m α_i), i.e. by λ for equal client sizes: the
   λ here is m times weaker than that reading of the paper's.
 * The initial local models' steps are a head start FedAvg does not get: compare at equal
-  rounds with FeSEM(K = 1) too, which has the same head start and one centre.
+  rounds with FeSEM(K = 1) too, which has the same head start and one centre, and with
+  ``em=fixed-random, head_start=true`` (random clusters, the same head start).
 * Eq. 9 is an unweighted mean (the paper, §6: "our objective ... does not take into account
   the number of samples per device").  ``size_weighted=true`` weights by n_i, as the authors'
   code does; with K = 1 and λ = 0 FeSEM's round is then exactly FedAvg's.
@@ -41,7 +42,11 @@ Choices the paper leaves open, and how they are made here:
 update period, 150 rounds, exceeds its 60 rounds): clients get a fixed cluster from k-means
 over small random vectors U(−0.01, 0.01) (one per client, of the last layer's kernel size),
 every centre starts from the common initial weights, no setup upload, and only the M-step
-runs, every round.
+runs, every round.  ``head_start=true`` (fixed-random only; ``em=paper`` always does it)
+gives these fixed clusters the paper's head start: the clients train and upload their
+initial local models in the setup handshake as in paper mode, and each fixed cluster's first
+centre is the M-step (eq. 9) over its members' initial models, so that fixed-random and the
+paper's EM can be compared with and without the initial local models' extra training.
 
 :func:`choose_k` is §5.2's heuristic for K: a few rounds on a sample of clients per K.
 """
@@ -140,10 +145,12 @@ class FeSEMServer(Server):
             self.assignment = kmeans(torch.from_numpy(noise), K, cfg.seed)
 
     def setup(self, uploads):
-        """Initial local models -> k-means (20 restarts) -> r_i^(k), then W̃^(k) by eq. 9."""
+        """Initial local models -> k-means (20 restarts) -> r_i^(k), then W̃^(k) by eq. 9.
+        (fixed-random with ``head_start``: the fixed clusters are kept, only eq. 9 runs.)"""
         for cid, up in uploads.items():
             self.local[cid], self.n[cid] = up["weights"], float(up["n"])
-        self.assignment = kmeans(points(self.local, self.keys), len(self.centers), self.cfg.seed)
+        if self.opt["em"] == "paper":
+            self.assignment = kmeans(points(self.local, self.keys), len(self.centers), self.cfg.seed)
         self.centers = m_step(self.local, self.assignment, self.centers, self.m_weights())
 
     def m_weights(self):
@@ -188,8 +195,9 @@ class FeSEMServer(Server):
 
 class FeSEMClient(Client):
     def setup_message(self):
-        """The initial local model W_i: ``init_steps`` steps of SGD from the common weights."""
-        if self.opt["em"] != "paper":
+        """The initial local model W_i: ``init_steps`` steps of SGD from the common weights
+        (paper mode, or fixed-random with ``head_start``; else nothing is sent)."""
+        if self.opt["em"] != "paper" and not self.opt["head_start"]:
             return None
         from ..engine import derive_seed
 
@@ -228,6 +236,11 @@ register(
             ),
             "size_weighted": (False, "M-step weighted by the clients' data sizes (eq. 9 is unweighted)"),
             "init_steps": (100, "steps of local SGD that make the initial local models clustered by k-means"),
+            "head_start": (
+                False,
+                "em=fixed-random only: train and upload the initial local models (init_steps) before round 1 "
+                "and start each fixed cluster's centre at their mean (em=paper always does)",
+            ),
         },
     )
 )
@@ -240,8 +253,11 @@ def choose_k(cfg, fed, ks=(1, 2, 3, 4), sample: int = 100, rounds: int = 3) -> d
     """§5.2: run FeSEM for a few ``rounds`` on ``sample`` random clients for every K in ``ks``.
 
     Returns ``{K: {"val_mean_acc": ..., "intra_distance": ...}}`` after the last round (the
-    paper picks the K of best accuracy, or of smallest intra-cluster distance, eq. 6; the
-    distance always falls as K grows, so compare it for a knee, not a minimum).
+    paper picks the K of best accuracy, or of smallest intra-cluster distance, eq. 6).  The
+    optimal k-means distance on *fixed* points falls as K grows (K = m makes it zero), so
+    compare it for a knee, not a minimum; but each K here is its own short run whose points
+    move, so the measured values need not fall monotonically.  With K near ``sample`` every
+    client is nearly its own centre, i.e. close to local training.
     """
     from ..engine import Federation, run
 
