@@ -70,6 +70,8 @@ def test_multi_branch_leaves_the_model_alone_and_branches_differ():
     w = mb.net.body[1].weight  # (B, out, in)
     torch.testing.assert_close(w[0], before["body.1.weight"] * 3**0.5)  # branch 1 = the initial model, ×√B
     assert not torch.equal(w[1], w[2]) and not torch.equal(w[0] / 3**0.5, w[1] / 3**0.5)
+    unscaled = multi_branch(plain, branches=3, shared_alpha=False, seed=0, scale_init=False)
+    torch.testing.assert_close(unscaled.net.body[1].weight, w / 3**0.5)  # scale_init=false: the draws as they are
 
 
 @pytest.mark.parametrize("shared", [False, True])

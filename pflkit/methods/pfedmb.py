@@ -32,6 +32,8 @@ Choices the paper leaves open:
     (the mean of B independent draws) has the variance of the default initialisation; unscaled,
     every layer would start √B times too small and the network's signal would fade with depth
     (on the tiny digits problem of the tests: 52% instead of 97% mean accuracy after 4 rounds).
+    The price: once α concentrates on one branch, that layer is √B times the default scale.
+    ``scale_init = false`` keeps the branches as drawn, to compare.
   * ``shared_alpha``: one α for all layers (§V-B's setting) instead of one per layer.
   * η_α is the option ``alpha_lr``; η_W is the run's ``lr``.  Both phases use the run's
     momentum and weight decay (the decay pulls the logits toward uniform α).  While α is
@@ -138,15 +140,20 @@ class MultiBranchNet(nn.Module):
                 m.alpha = None  # no graph tensors left on the modules (they are deep-copied)
 
 
-def multi_branch(model: nn.Module, branches: int, shared_alpha: bool, seed: int) -> MultiBranchNet:
+def multi_branch(
+    model: nn.Module, branches: int, shared_alpha: bool, seed: int, scale_init: bool = True
+) -> MultiBranchNet:
     """The multi-branch version of a kit model: branch 1 = ``model``'s weights, branch b > 1 =
-    the architecture re-initialised from seed (``seed``, b); all branches scaled by √B."""
+    the architecture re-initialised from seed (``seed``, b); all branches scaled by √B unless
+    ``scale_init`` is false."""
     if branches < 1:
         raise PflkitError(f"pFedMB needs branches >= 1, got {branches}")
     from ..engine import derive_seed
 
     copies = [model] + [reinitialised(model, derive_seed(seed, b)) for b in range(1, branches)]
     mb = MultiBranchNet(copies, shared_alpha)
+    if not scale_init:
+        return mb
     with torch.no_grad():  # √B: at the initial, uniform α the combined layer has the default variance
         for _, layer in mb.branch_layers():
             for p in layer.parameters():
@@ -200,7 +207,7 @@ class PFedMBServer(FedAvgServer):
     shared_prefix = "net."  # the branches W (and any unbranched layer); not the client's α
 
     def __init__(self, model, cfg, opts, n_clients):
-        mb = multi_branch(model, opts["branches"], opts["shared_alpha"], cfg.seed)
+        mb = multi_branch(model, opts["branches"], opts["shared_alpha"], cfg.seed, opts["scale_init"])
         super().__init__(mb, cfg, opts, n_clients)
         self.rows = {}  # state-dict key of a branched tensor -> its row of α
         for name, layer in mb.branch_layers():
@@ -223,7 +230,7 @@ class PFedMBClient(FedAvgClient):
     persistent = ("model",)  # the branches and the client's own α (its logits)
 
     def __init__(self, cid, data, model, cfg, opts):
-        mb = multi_branch(model, opts["branches"], opts["shared_alpha"], cfg.seed)
+        mb = multi_branch(model, opts["branches"], opts["shared_alpha"], cfg.seed, opts["scale_init"])
         super().__init__(cid, data, mb, cfg, opts)
         self.plain = model  # the original architecture, loaded with the combined weights to evaluate
 
@@ -275,6 +282,7 @@ register(
             "branches": (5, "B, branches per conv/linear layer (§V-B uses 5; Table III: 3 to 10)"),
             "shared_alpha": (False, "one α for all layers (§V-B) instead of one per layer"),
             "alpha_weighted": (True, "aggregate branches weighted by n_i α^i (eq. 5); false: by n_i (eq. 6)"),
+            "scale_init": (True, "multiply the initial branches by √B (false: each branch as drawn)"),
             "alpha_lr": (1.0, "η_α, the SGD learning rate of α's softmax logits (eq. 3)"),
         },
     )
