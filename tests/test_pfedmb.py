@@ -206,5 +206,11 @@ def test_cli_runs_pfedmb_with_options(tmp_path):
     import json
 
     d = json.loads(out.read_text())
-    assert d["config"]["options"] == {"branches": 2, "shared_alpha": True, "alpha_weighted": False, "alpha_lr": 1.0}
+    assert d["config"]["options"] == {
+        "branches": 2,
+        "shared_alpha": True,
+        "alpha_weighted": False,
+        "scale_init": True,
+        "alpha_lr": 1.0,
+    }
     assert d["config"]["eval_finetune_epochs"] == 1
