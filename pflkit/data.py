@@ -668,7 +668,7 @@ def _cached(path: Path, read) -> dict:
     return blob
 
 
-def _pixel_stats(x: torch.Tensor, chunk: int = 4096) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def pixel_stats(x: torch.Tensor, chunk: int = 4096) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Per-channel mean and std of uint8 images scaled to [0, 1] (in chunks: no float copy)."""
     c = x.shape[1]
     s, ss = torch.zeros(c, dtype=torch.float64), torch.zeros(c, dtype=torch.float64)
@@ -683,7 +683,7 @@ def _pixel_stats(x: torch.Tensor, chunk: int = 4096) -> tuple[tuple[float, ...],
 
 
 def _leaf_dataset(name: str, blob: dict, classes: list[str], info: dict) -> FedDataset:
-    mean, std = _pixel_stats(blob["x_train"])
+    mean, std = pixel_stats(blob["x_train"])
     return FedDataset(
         name, blob["x_train"], blob["y_train"], blob["x_test"], blob["y_test"], classes=classes, mean=mean, std=std,
         info=dict(info, users=list(blob["users"]), train_user=blob["train_user"], test_user=blob["test_user"]),

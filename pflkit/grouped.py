@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data import FedDataset
+from .data import FedDataset, pixel_stats
 from .errors import PflkitError
 from .partitions import Partition, partition_dataset
 
@@ -90,11 +90,10 @@ def grouped_federation(
         x_test[te] = TRANSFORMS[name](ds.x_test[te])
 
     used = torch.as_tensor(np.concatenate([np.concatenate([c.train, c.val]) for c in part.clients]), dtype=torch.long)
-    pixels = x_train[used].float().div_(255).transpose(0, 1).reshape(ds.x_train.shape[1], -1)
+    mean, std = pixel_stats(x_train[used])
     name = f"{ds.name}-groups"
     out = dataclasses.replace(
-        ds, name=name, x_train=x_train, x_test=x_test,
-        mean=tuple(pixels.mean(1).tolist()), std=tuple(pixels.std(1).tolist()),
+        ds, name=name, x_train=x_train, x_test=x_test, mean=mean, std=std,
         info=dict(ds.info, groups=groups.tolist(), transforms=transforms, alpha=alpha),
     )  # fmt: skip
     part = dataclasses.replace(

@@ -41,10 +41,16 @@ class FedAMPServer(Server):
         if opts["sigma"] <= 0 or opts["alpha_k"] <= 0:
             raise PflkitError("FedAMP needs sigma > 0 and alpha_k > 0")
         self.w = [snapshot(model) for _ in range(n_clients)]  # w_j: every client's latest model
+        self._flat = None  # the w_j flattened, one row each; rebuilt after the w_j change
+
+    def flat(self) -> torch.Tensor:
+        if self._flat is None:
+            self._flat = torch.stack([flatten(w) for w in self.w]).double()
+        return self._flat
 
     def xi(self, cid: int) -> torch.Tensor:
         """ξ_{i,·}: the weights of u_i = Σ_j ξ_{i,j} w_j (a row of the convex combination)."""
-        flat = torch.stack([flatten(w) for w in self.w]).double()
+        flat = self.flat()
         others = torch.arange(len(self.w), device=flat.device) != cid
         sigma = self.opt["sigma"]
         if not others.any():  # a single client: u_i = w_i
@@ -69,12 +75,14 @@ class FedAMPServer(Server):
     def aggregate(self, uploads, rnd):
         for cid, u in uploads.items():
             self.w[cid] = u["weights"]
+        self._flat = None
 
     def state_dict(self):
         return {"w": self.w}
 
     def load_state_dict(self, state):
         self.w = list(state["w"])
+        self._flat = None
 
 
 class FedAMPClient(Client):
