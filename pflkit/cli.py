@@ -1,4 +1,4 @@
-"""Command line: ``python -m pflkit {methods,datasets,partition,run}``.
+"""Command line: ``python -m pflkit {methods,datasets,fetch,partition,run,sweep,compare}``.
 
 Bad input ends with exit code 2 and one line on stderr (no traceback).
 """
@@ -50,12 +50,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="train a method and write the result JSON")
     r.add_argument("method")
+    _add_run_options(r)
+    r.add_argument("--checkpoint", default=None, help="checkpoint file, written every round and resumed from")
+    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--out", default=None)
+
+    sw = sub.add_parser("sweep", help="run methods over seeds into a result store; print mean ± 95 % CI")
+    sw.add_argument("method", help="method or comma-separated methods")
+    _add_run_options(sw)
+    _add_sweep_options(sw)
+    sw.add_argument("--out", default=None, metavar="CSV", help="write the per-run table")
+
+    c = sub.add_parser("compare", help="paired difference A − B over seeds and the verdict word")
+    c.add_argument("a", metavar="A")
+    c.add_argument("b", metavar="B")
+    _add_run_options(c)
+    _add_sweep_options(c)
+    c.add_argument("--metric", default="mean_acc", help="mean_acc (default), pooled_acc, macro_f1, micro_f1")
+    c.add_argument("--margin", type=float, default=None, help="claim 'no difference' within ±M points")
+    return parser
+
+
+def _add_run_options(r: argparse.ArgumentParser) -> None:
     _add_protocol_options(r)
     r.add_argument(
         "--partition", default="pathological", choices=(*PROTOCOLS, NATURAL, "groups"),
         help="partition protocol; natural: one client per user (femnist, celeba); "
         "groups: Dirichlet(--alpha) label mixes in 4 latent image-transform groups",
     )  # fmt: skip
+    r.add_argument("--train-images", type=int, default=None, help="a stratified subset of the training images")
+    r.add_argument("--test-images", type=int, default=None, help="a stratified subset of the test images")
     r.add_argument("--rounds", type=int, default=None)
     r.add_argument("--profile", choices=("smoke", "book", "paper"), default=None)
     r.add_argument("--model", default="lenet")
@@ -76,10 +100,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="evaluate each client after E epochs of local fine-tuning (of a copy of its model)",
     )
     r.add_argument("--device", default="auto")
-    r.add_argument("--checkpoint", default=None, help="checkpoint file, written every round and resumed from")
-    r.add_argument("--no-progress", action="store_true")
-    r.add_argument("--out", default=None)
-    return parser
+
+
+def _add_sweep_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seeds", type=_ints, required=True, help="comma-separated seeds, e.g. 0,1,2")
+    p.add_argument("--store", required=True, help="result store folder (created if missing)")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per run (part of the run's key)")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
 
 
 def _floats(text: str) -> list[float]:
@@ -169,38 +204,87 @@ def cmd_partition(args) -> None:
     )
 
 
-def cmd_run(args, extra: list[str]) -> None:
-    from .data import load_dataset
-    from .engine import Federation, RunConfig, pick_device, run
-    from .methods import get_method
-    from .partitions import partition_dataset
+def _config(args, method: str, options: dict):
+    from .engine import RunConfig
     from .profiles import run_defaults
 
-    method = get_method(args.method)
-    options = _method_options(method, extra)
     prof = run_defaults(args.profile)
-    cfg = RunConfig(
-        method=args.method, dataset=args.dataset, partition=args.partition,
+    return RunConfig(
+        method=method, dataset=args.dataset, partition=args.partition,
         clients=args.clients or prof["clients"], rounds=args.rounds or prof["rounds"], seed=args.seed,
         classes_per_client=args.classes_per_client, shares=tuple(args.shares), alpha=args.alpha,
-        val_fraction=args.val_fraction, model=args.model, width=args.width, sample_rate=args.sample_rate,
+        val_fraction=args.val_fraction, train_images=args.train_images, test_images=args.test_images,
+        model=args.model, width=args.width, sample_rate=args.sample_rate,
         local_epochs=args.local_epochs or prof["local_epochs"], local_steps=args.local_steps,
         batch_size=args.batch_size, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay,
         eval_every=args.eval_every, eval_finetune_epochs=args.eval_finetune_epochs, device=args.device,
-        checkpoint=args.checkpoint, options=options,
+        checkpoint=getattr(args, "checkpoint", None), options=options,
     )  # fmt: skip
-    ds = load_dataset(cfg.dataset, download=args.download)
-    if cfg.partition == "groups":  # clients in latent groups of image transforms (pflkit.grouped)
-        from .grouped import grouped_federation
 
-        g = grouped_federation(ds, cfg.clients, cfg.seed, alpha=cfg.alpha, val_fraction=cfg.val_fraction)
-        ds, part = g.ds, g.partition
-    else:
-        part = partition_dataset(
-            ds, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,
-            shares=cfg.shares, alpha=cfg.alpha, val_fraction=cfg.val_fraction,
-        )  # fmt: skip
-    result = run(cfg, Federation(ds, part, pick_device(cfg.device)), progress=not args.no_progress)
+
+def _arms(args, names: list[str], extra: list[str]) -> dict:
+    """One config per method; each method takes the options it declares among ``extra``
+    (an option no listed method declares is an error)."""
+    from .engine import dataset
+    from .methods import get_method
+
+    methods = [get_method(n) for n in names]
+    if len(set(names)) != len(names):
+        raise PflkitError(f"a method is listed twice: {','.join(names)}")
+    known = {k for m in methods for k in m.options}
+    given = {a.split("=")[0][2:].replace("-", "_") for a in extra if a.startswith("--")}
+    if given - known or (extra and not extra[0].startswith("--")):
+        raise PflkitError(f"unrecognized arguments: {' '.join(extra)} (not an option of {', '.join(names)})")
+    arms = {}
+    for m in methods:
+        mine = []
+        for i, a in enumerate(extra):  # --name value pairs this method declares
+            if a.startswith("--") and a.split("=")[0][2:].replace("-", "_") in m.options:
+                mine += [a] if "=" in a else [a, *extra[i + 1 : i + 2]]
+        arms[m.name] = _config(args, m.name, _method_options(m, mine))
+    dataset(args.dataset, download=args.download)  # missing data: one line before any worker starts
+    return arms
+
+
+def cmd_sweep(args, extra: list[str]) -> None:
+    from .experiments import sweep
+
+    arms = _arms(args, [n for n in args.method.split(",") if n], extra)
+    res = sweep(arms, args.seeds, args.store, workers=args.workers, threads=args.threads,
+                progress=not args.no_progress)  # fmt: skip
+    summary = res.summary("mean_acc")
+    for arm, row in summary.iterrows():
+        ci = "" if row.seeds < 2 else f" ± {row.ci95:.2f}"
+        flag = {True: "yes", False: "no", None: "not measured"}[row.still_improving]
+        print(f"{arm:12s} mean_acc {row.mean_acc:.2f}{ci} % (95 % CI, {row.seeds} seeds)  still improving: {flag}")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        res.finals().to_csv(args.out, index=False)
+    print(f"computed {res.computed}, reused {res.reused}")
+
+
+def cmd_compare(args, extra: list[str]) -> None:
+    from .experiments import FINAL_METRICS, sweep
+
+    if args.metric not in FINAL_METRICS:
+        raise PflkitError(f"unknown metric {args.metric!r}; one of {', '.join(FINAL_METRICS)}")
+    if args.a == args.b:
+        raise PflkitError("compare needs two different methods")
+    arms = _arms(args, [args.a, args.b], extra)
+    res = sweep(arms, args.seeds, args.store, workers=args.workers, threads=args.threads,
+                progress=not args.no_progress)  # fmt: skip
+    v = res.compare(args.a, args.b, args.metric, args.margin)
+    claim = f"{args.a} and {args.b} do not differ" if args.margin is not None else f"{args.a} beats {args.b}"
+    print(f"{claim}: {args.metric} {args.a} − {args.b}: {v}")
+    print(f"computed {res.computed}, reused {res.reused}")
+
+
+def cmd_run(args, extra: list[str]) -> None:
+    from .engine import Federation, run
+    from .methods import get_method
+
+    cfg = _config(args, args.method, _method_options(get_method(args.method), extra))
+    result = run(cfg, Federation.from_config(cfg, download=args.download), progress=not args.no_progress)
     f = result["final"]
     print(
         f"{cfg.method} on {cfg.dataset}/{cfg.partition}, {cfg.clients} clients, {cfg.rounds} rounds: "
@@ -219,8 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)
-        if args.command == "run":
-            cmd_run(args, extra)
+        if args.command in ("run", "sweep", "compare"):
+            {"run": cmd_run, "sweep": cmd_sweep, "compare": cmd_compare}[args.command](args, extra)
         else:
             if extra:
                 raise PflkitError(f"unrecognized arguments: {' '.join(extra)}")

@@ -26,7 +26,7 @@ from sklearn.metrics import f1_score
 from . import __version__
 from .data import FedDataset, load_dataset
 from .errors import PflkitError
-from .federated import ClientData, evaluate, nbytes
+from .federated import ClientData, derive_seed, evaluate, nbytes
 from .models import build_model
 from .partitions import Partition, partition_dataset
 
@@ -44,6 +44,10 @@ class RunConfig:
     shares: tuple[float, float] = (0.4, 0.6)
     alpha: float = 0.5
     val_fraction: float = 0.1
+    # a stratified random subset of the dataset's official train / test images (None: all of
+    # them), drawn with a fixed seed: the same images for every run seed
+    train_images: int | None = None
+    test_images: int | None = None
     # model and local training
     model: str = "lenet"
     width: str | None = None
@@ -80,11 +84,6 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device("cpu")
 
 
-def derive_seed(*parts: int) -> int:
-    """A 63-bit seed from integers (seed, round, client, ...)."""
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(2, np.uint64)[0] >> 1)
-
-
 class Federation:
     """The dataset as normalised float tensors on the device, and the partition."""
 
@@ -97,19 +96,59 @@ class Federation:
         self.clients = [ClientData(self, split) for split in partition.clients]
 
     @classmethod
-    def from_config(cls, cfg: RunConfig, ds: FedDataset | None = None) -> Federation:
-        ds = ds or load_dataset(cfg.dataset)
+    def from_config(cls, cfg: RunConfig, ds: FedDataset | None = None, download: bool = False) -> Federation:
+        """The federation a config describes: its dataset (or ``ds``), subset to
+        ``train_images``/``test_images``, split by its partition protocol (``groups``: the
+        grouped federation of :mod:`pflkit.grouped`)."""
+        ds = subsample(ds or dataset(cfg.dataset, download), cfg.train_images, cfg.test_images)
+        if cfg.partition == "groups":  # clients in latent groups of image transforms
+            from .grouped import grouped_federation
+
+            g = grouped_federation(ds, cfg.clients, cfg.seed, alpha=cfg.alpha, val_fraction=cfg.val_fraction)
+            return cls(g.ds, g.partition, pick_device(cfg.device))
         part = partition_dataset(
-            ds,
-            cfg.partition,
-            cfg.clients,
-            cfg.seed,
-            classes_per_client=cfg.classes_per_client,
-            shares=tuple(cfg.shares),
-            alpha=cfg.alpha,
-            val_fraction=cfg.val_fraction,
-        )
+            ds, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,
+            shares=tuple(cfg.shares), alpha=cfg.alpha, val_fraction=cfg.val_fraction,
+        )  # fmt: skip
         return cls(ds, part, pick_device(cfg.device))
+
+
+_DATASETS: dict[str, FedDataset] = {}
+
+
+def dataset(name: str, download: bool = False) -> FedDataset:
+    """``load_dataset(name)``, read once per process (a sweep's worker runs many configs)."""
+    if name not in _DATASETS:
+        _DATASETS[name] = load_dataset(name, download=download)
+    return _DATASETS[name]
+
+
+def subsample(ds: FedDataset, train: int | None, test: int | None, seed: int = 0) -> FedDataset:
+    """A stratified random subset of ``train`` training and ``test`` test images (None: all),
+    the same for every run seed (drawn from ``seed``)."""
+
+    def pick(y: torch.Tensor, n: int | None, salt: int) -> torch.Tensor | None:
+        if n is None or n >= len(y):
+            return None
+        if n < 1:
+            raise PflkitError(f"a subset needs at least one image, got {n}")
+        rng = np.random.default_rng([seed, salt])
+        y = y.cpu().numpy()
+        classes = np.unique(y)
+        quota = np.floor(n * np.array([(y == c).mean() for c in classes])).astype(int)
+        quota[np.argsort(-(n * np.array([(y == c).mean() for c in classes]) - quota))[: n - quota.sum()]] += 1
+        keep = np.concatenate([rng.choice(np.flatnonzero(y == c), q, replace=False) for c, q in zip(classes, quota)])
+        return torch.as_tensor(np.sort(keep))
+
+    tr, te = pick(ds.y_train, train, 1), pick(ds.y_test, test, 2)
+    if tr is None and te is None:
+        return ds
+    out = ds
+    if tr is not None:
+        out = dataclasses.replace(out, x_train=out.x_train[tr], y_train=out.y_train[tr])
+    if te is not None:
+        out = dataclasses.replace(out, x_test=out.x_test[te], y_test=out.y_test[te])
+    return out
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -311,12 +350,18 @@ def make_result(cfg, fed, method, history, ledger, wall, timing) -> dict:
 # ----------------------------------------------------------------------------- checkpoints
 
 
+# fields added to RunConfig after checkpoints and stored runs existed: left out of their keys at
+# these defaults, so that earlier files keep their meaning
+LATER_FIELDS = {"eval_finetune_epochs": 0, "train_images": None, "test_images": None}
+
+
 def _ckpt_key(cfg: RunConfig) -> str:
     d = cfg.to_dict()
     d.pop("rounds")
     d.pop("checkpoint")
-    if not d["eval_finetune_epochs"]:  # checkpoints written before the field existed stay valid
-        d.pop("eval_finetune_epochs")
+    for name, default in LATER_FIELDS.items():  # checkpoints written before a field existed stay valid
+        if d[name] == default:
+            d.pop(name)
     return json.dumps(d, sort_keys=True)
 
 
@@ -336,7 +381,13 @@ def save_checkpoint(path: Path, cfg, rnd, history, ledger, server, clients) -> N
 
 
 def load_checkpoint(path: Path, cfg, server, clients):
-    state = torch.load(path, map_location=clients[0].data.train_idx.device, weights_only=True)
+    try:
+        state = torch.load(path, map_location=clients[0].data.train_idx.device, weights_only=True)
+        state["config"], state["round"], state["history"], state["ledger"]  # noqa: B018
+    except Exception as err:  # truncated, half-written, or not a checkpoint at all
+        raise PflkitError(
+            f"checkpoint {path} is unreadable ({type(err).__name__}); delete it to start this run over"
+        ) from None
     if state["config"] != _ckpt_key(cfg):
         raise PflkitError(
             f"checkpoint {path} was written by a different configuration; delete it or change --checkpoint"

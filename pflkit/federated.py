@@ -23,6 +23,12 @@ from .errors import TrainingDiverged
 
 Message = dict
 
+
+def derive_seed(*parts: int) -> int:
+    """A 63-bit seed from integers (seed, round, client, ...)."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(2, np.uint64)[0] >> 1)
+
+
 # ----------------------------------------------------------------------------- messages
 
 

@@ -12,9 +12,10 @@ from sklearn.metrics import adjusted_rand_score
 
 from pflkit.engine import build, derive_seed, run
 from pflkit.errors import PflkitError
+from pflkit.experiments import choose_k
 from pflkit.federated import snapshot
 from pflkit.grouped import grouped_federation
-from pflkit.methods.fesem import choose_k, e_step, kmeans, m_step, points
+from pflkit.methods.fesem import e_step, kmeans, m_step, points
 from tests.conftest import killed_and_resumed, strip, tiny_config
 from tests.test_methods import assert_states_equal, final_server_state
 

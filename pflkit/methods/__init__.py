@@ -13,6 +13,14 @@ from ..federated import Client, Server
 
 METHODS: dict[str, Method] = {}
 
+# The one name under which the book shows each method (tables, legends, claims).
+DISPLAY = {
+    "local": "Local", "fedavg": "FedAvg", "fedavg-ft": "FedAvg + FT", "fedsgd": "FedSGD", "fedprox": "FedProx",
+    "fedper": "FedPer", "lg-fedavg": "LG-FedAvg", "ditto": "Ditto", "pfedme": "pFedMe", "perfedavg": "Per-FedAvg",
+    "pfedhn": "pFedHN", "pfedhn-pc": "pFedHN-PC", "pfedmb": "pFedMB", "ifca": "IFCA", "fedamp": "FedAMP",
+    "fedfomo": "FedFomo", "fesem": "FeSEM", "cfl": "CFL", "feddist": "FedDist",
+}  # fmt: skip
+
 
 @dataclass
 class Method:
@@ -36,6 +44,10 @@ class Method:
             )
         return {k: given.get(k, default) for k, (default, _help) in self.options.items()}
 
+    @property
+    def display(self) -> str:
+        return DISPLAY.get(self.name, self.name)
+
     @staticmethod
     def clone(model):
         return copy.deepcopy(model)
@@ -50,6 +62,11 @@ def get_method(name: str) -> Method:
     if name not in METHODS:
         raise PflkitError(f"unknown method {name!r}; known: {', '.join(sorted(METHODS))}")
     return METHODS[name]
+
+
+def display_name(name: str) -> str:
+    """The book's name of a kit method (``"perfedavg"`` -> ``"Per-FedAvg"``)."""
+    return get_method(name).display
 
 
 # importing the method files registers them

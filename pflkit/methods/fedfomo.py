@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..errors import PflkitError
-from ..federated import Client, Server, evaluate, flatten, snapshot, weighted_average
+from ..federated import Client, Server, derive_seed, evaluate, flatten, snapshot, weighted_average
 from . import Method, register
 
 
@@ -37,8 +37,6 @@ class FedFomoServer(Server):
 
     def chosen(self, cid: int, rnd: int) -> list[int]:
         """The M clients whose models client ``cid`` downloads (ε-greedy on its affinities)."""
-        from ..engine import derive_seed
-
         others = [n for n in range(self.n_clients) if n != cid]
         m = min(self.opt["models"], len(others))
         rng = np.random.default_rng(derive_seed(self.cfg.seed, rnd, 5, cid))

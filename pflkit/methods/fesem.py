@@ -48,19 +48,17 @@ initial local models in the setup handshake as in paper mode, and each fixed clu
 centre is the M-step (eq. 9) over its members' initial models, so that fixed-random and the
 paper's EM can be compared with and without the initial local models' extra training.
 
-:func:`choose_k` is §5.2's heuristic for K: a few rounds on a sample of clients per K.
+:func:`pflkit.experiments.choose_k` is §5.2's heuristic for K: a few rounds on a sample of clients per K.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import torch
 from sklearn.cluster import KMeans
 
 from ..errors import PflkitError
-from ..federated import Client, Server, snapshot, weighted_average
+from ..federated import Client, Server, derive_seed, snapshot, weighted_average
 from . import Method, register
 
 DISTANCES = {"all": "", "last": "head."}  # distance option -> prefix of the parameters compared
@@ -199,8 +197,6 @@ class FeSEMClient(Client):
         (paper mode, or fixed-random with ``head_start``; else nothing is sent)."""
         if self.opt["em"] != "paper" and not self.opt["head_start"]:
             return None
-        from ..engine import derive_seed
-
         self.generator.manual_seed(derive_seed(self.cfg.seed, 0, 5, self.cid))
         self.sgd(steps=self.opt["init_steps"])
         return {"weights": snapshot(self.model), "n": self.n_samples()}
@@ -247,33 +243,3 @@ register(
 
 
 # ----------------------------------------------------------------------------- choosing K (§5.2)
-
-
-def choose_k(cfg, fed, ks=(1, 2, 3, 4), sample: int = 100, rounds: int = 3) -> dict:
-    """§5.2: run FeSEM for a few ``rounds`` on ``sample`` random clients for every K in ``ks``.
-
-    Returns ``{K: {"val_mean_acc": ..., "intra_distance": ...}}`` after the last round (the
-    paper picks the K of best accuracy, or of smallest intra-cluster distance, eq. 6).  The
-    optimal k-means distance on *fixed* points falls as K grows (K = m makes it zero), so
-    compare it for a knee, not a minimum; but each K here is its own short run whose points
-    move, so the measured values need not fall monotonically.  With K near ``sample`` every
-    client is nearly its own centre, i.e. close to local training.
-    """
-    from ..engine import Federation, run
-
-    rng = np.random.default_rng(cfg.seed)
-    n = len(fed.clients)
-    ids = sorted(rng.choice(n, min(sample, n), replace=False).tolist())
-    sub = Federation(fed.ds, fed.partition.subset(ids), fed.device)
-    scores = {}
-    for k in ks:
-        c = dataclasses.replace(cfg, method="fesem", clients=len(ids), rounds=rounds, eval_every=rounds,
-                                checkpoint=None, options={**cfg.options, "centers": k})  # fmt: skip
-        last = {}
-
-        def grab(rnd, row, server, clients, last=last):
-            last.update(row, intra_distance=server.intra_distance())
-
-        run(c, sub, on_round=grab)
-        scores[k] = {"val_mean_acc": last.get("val_mean_acc", float("nan")), "intra_distance": last["intra_distance"]}
-    return scores

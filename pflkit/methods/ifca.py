@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import PflkitError
-from ..federated import Client, Server, evaluate, reinitialised, snapshot, weighted_average
+from ..federated import Client, Server, derive_seed, evaluate, reinitialised, snapshot, weighted_average
 from . import Method, register
 
 
@@ -32,8 +32,6 @@ class IFCAServer(Server):
         k = opts["clusters"]
         if k < 1:
             raise PflkitError(f"IFCA needs clusters >= 1, got {k}")
-        from ..engine import derive_seed
-
         self.thetas = [snapshot(model)] + [
             snapshot(reinitialised(model, derive_seed(cfg.seed, j))) for j in range(1, k)
         ]

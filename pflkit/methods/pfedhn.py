@@ -40,7 +40,7 @@ from torch import nn
 from torch.nn.utils.parametrizations import spectral_norm as _spectral_norm
 
 from ..errors import PflkitError
-from ..federated import Client, Server, nbytes, snapshot
+from ..federated import Client, Server, derive_seed, nbytes, snapshot
 from ..models import build_model
 from . import Method, register
 
@@ -264,8 +264,6 @@ def train_novel_embedding(server: PFedHNServer, client: Client, steps: int, lr: 
     (θ_new = h(v_new; φ) down, Δθ up, v_new ← v_new + lr (∇_v θ_new)ᵀ Δθ).  ``steps`` is
     the number of exchanges; ``lr`` defaults to the embeddings' learning rate.  Returns the
     clients' training losses and the bytes exchanged."""
-    from ..engine import derive_seed
-
     lr = server.embed_lr if lr is None else lr
     emb, cid = server.hn.embeddings.weight, client.cid
     trainable = emb.requires_grad

@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import PflkitError
-from ..federated import clone_model, reinitialised, weighted_average
+from ..federated import clone_model, derive_seed, reinitialised, weighted_average
 from . import Method, register
 from .fedavg import FedAvgClient, FedAvgServer
 
@@ -148,8 +148,6 @@ def multi_branch(
     ``scale_init`` is false."""
     if branches < 1:
         raise PflkitError(f"pFedMB needs branches >= 1, got {branches}")
-    from ..engine import derive_seed
-
     copies = [model] + [reinitialised(model, derive_seed(seed, b)) for b in range(1, branches)]
     mb = MultiBranchNet(copies, shared_alpha)
     if not scale_init:

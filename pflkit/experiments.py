@@ -1,0 +1,569 @@
+"""Experiments: sweeps over named configs × seeds, a result store, and one verdict rule.
+
+Every chapter of the book gets its numbers and its verdicts from here.
+
+**Sweeps.** ``sweep({"FedAvg": cfg_a, "Local": cfg_b}, seeds=[0, 1, 2], store=...)`` runs
+every (arm, seed) pair that the store does not hold yet, in worker processes (default: one
+per core, one torch thread each), and returns a :class:`SweepResult`: tidy pandas tables of
+final and per-round metrics, paired comparisons, and validation-only selection.  A run's
+numbers depend on its config, its seed and its torch thread count (part of its key), never on
+how the sweep was scheduled.  Any :class:`concurrent.futures.Executor` can run the runs: a
+Dask cluster's ``client.get_executor()`` takes a sweep onto many machines.
+
+**Store.** One JSON file per finished run, keyed by the canonical config, with the fields of
+``python -m pflkit run --out``.  Files are written atomically by the process that ran them,
+so a killed sweep loses only the runs that were still going; those resume from their last
+round (the engine's checkpoints, kept in the store's ``checkpoints/`` until the run ends).
+
+**Verdicts.** A claim compares two arms on the same seeds (same seed ⇒ same partition,
+initialisation and client sampling).  :func:`verdict` takes the per-seed differences, their
+mean and 95 % t-interval: *reproduces* when the interval excludes 0 on the paper's side,
+*contradicted* when it excludes 0 on the other side, *inconclusive* otherwise.  A
+"no difference" claim states a margin and reproduces only when the whole interval lies in
+±margin (contradicted when it lies wholly outside).  Fewer than :data:`MIN_SEEDS` seeds:
+*not tested*.  A verdict resting on an arm that was still improving at its end says
+*budget-limited* beside its word (:func:`still_improving`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .engine import LATER_FIELDS, Federation, RunConfig, run
+from .errors import PflkitError
+from .methods import display_name, get_method
+
+MIN_SEEDS = 3  # a verdict needs at least this many paired seeds
+CONFIDENCE = 0.95
+IMPROVING_POINTS = 1.0  # still improving: validation accuracy rose by more than this over the last fifth
+WORDS = ("reproduces", "contradicted", "inconclusive", "not tested")
+
+# ----------------------------------------------------------------------------- keys and the store
+
+
+def cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def canonical(cfg: RunConfig, threads: int) -> dict:
+    """The fields that determine a run's numbers: the config with its method options resolved
+    (so an option left out and the same option at its default are one run), without where it
+    checkpoints or which device it picked, plus the torch thread count."""
+    d = cfg.to_dict()
+    d.pop("checkpoint")
+    d.pop("device")
+    d["options"] = get_method(cfg.method).resolve_options(cfg.options)
+    for name, default in LATER_FIELDS.items():
+        if d[name] == default:
+            d.pop(name)
+    d["threads"] = int(threads)
+    return d
+
+
+def run_key(cfg: RunConfig, threads: int) -> str:
+    """File-name key of a run: ``<method>-s<seed>-<hash of the canonical config>``."""
+    blob = json.dumps(canonical(cfg, threads), sort_keys=True)
+    return f"{cfg.method}-s{cfg.seed}-{hashlib.sha1(blob.encode()).hexdigest()[:16]}"
+
+
+class Store:
+    """A folder of finished runs, one JSON file each (``<key>.json``)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise PflkitError(f"store {self.path} is a file; give a folder (it is created if missing)")
+
+    def file(self, key: str) -> Path:
+        return self.path / f"{key}.json"
+
+    def checkpoint(self, key: str) -> Path:
+        return self.path / "checkpoints" / f"{key}.pt"
+
+    def get(self, key: str) -> dict | None:
+        f = self.file(key)
+        if not f.exists():
+            return None
+        try:
+            record = json.loads(f.read_text())
+            record["final"], record["history"]  # noqa: B018
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+            raise PflkitError(
+                f"store file {f} is corrupt (truncated or not a run record); delete it and run again to recompute it"
+            ) from None
+        return record
+
+    def put(self, key: str, record: dict) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        f = self.file(key)
+        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, f)  # atomic: a kill never leaves half a record
+
+    def keys(self) -> list[str]:
+        return sorted(p.stem for p in self.path.glob("*.json")) if self.path.is_dir() else []
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+
+# ----------------------------------------------------------------------------- one run in a worker
+
+
+def _set_threads(threads: int) -> None:
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | None = None) -> dict:
+    """Run one config with ``threads`` torch threads, checkpointing into the store, and write
+    its record there.  Runs in a worker process (or in-process for one worker)."""
+    store = Store(store_path)
+    key = run_key(cfg, threads)
+    previous = torch.get_num_threads()
+    _set_threads(threads)
+    try:
+        ckpt = store.checkpoint(key)
+        run_cfg = dataclasses.replace(cfg, checkpoint=str(ckpt))
+        probed: dict = {}
+        on_round = on_setup = None
+        if probe is not None:
+
+            def on_setup(server, clients):
+                if (out := probe(0, None, server, clients)) is not None:
+                    probed["0"] = out
+
+            def on_round(rnd, row, server, clients):
+                if (out := probe(rnd, row, server, clients)) is not None:
+                    probed[str(rnd)] = out
+
+        record = run(run_cfg, Federation.from_config(cfg), on_round=on_round, on_setup=on_setup)
+    finally:
+        _set_threads(previous)
+    record["config"]["checkpoint"] = None
+    record["key"] = key
+    record["canonical"] = canonical(cfg, threads)
+    record["improving"] = improvement(record["history"], cfg.rounds)
+    if probe is not None:
+        record["probe"] = {"name": probe_name(probe), "rounds": probed}
+    store.put(key, record)
+    ckpt.unlink(missing_ok=True)
+    return record
+
+
+def probe_name(probe: Callable) -> str:
+    return getattr(probe, "probe_name", None) or getattr(probe, "__qualname__", repr(probe))
+
+
+def _init_worker(threads: int) -> None:
+    torch.set_num_threads(threads)
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+
+def sweep(
+    arms: dict[str, RunConfig],
+    seeds: Iterable[int],
+    store,
+    *,
+    workers: int | None = None,
+    threads: int = 1,
+    executor: Executor | None = None,
+    probe: Callable | None = None,
+    progress: bool = True,
+) -> SweepResult:
+    """Run every arm (a named config) with every seed; reuse what ``store`` holds.
+
+    ``workers``: local worker processes (default: one per core for one thread each; never
+    more threads than cores in total).  ``executor``: any ``concurrent.futures.Executor``
+    instead (e.g. ``distributed.Client(...).get_executor()``); it must see ``store``'s folder.
+    ``probe(rnd, row, server, clients)`` (``rnd`` 0: after setup) may return JSON-able data
+    kept in the record (figures of the internals: α, clusters, embeddings); it must be
+    picklable for worker processes (a module-level function, or one defined in a notebook:
+    workers are forked).  A stored run without this probe's output is recomputed.
+    """
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise PflkitError("a sweep needs at least one seed")
+    if not arms:
+        raise PflkitError("a sweep needs at least one arm")
+    if threads < 1:
+        raise PflkitError(f"threads must be >= 1, got {threads}")
+    store = store if isinstance(store, Store) else Store(store)
+    for cfg in arms.values():
+        get_method(cfg.method).resolve_options(cfg.options)  # bad input fails before anything runs
+    records: dict[tuple[str, int], dict] = {}
+    todo: dict[str, tuple[RunConfig, list[tuple[str, int]]]] = {}  # key -> config, (arm, seed) pairs
+    for name, cfg in arms.items():
+        for seed in seeds:
+            c = dataclasses.replace(cfg, seed=seed, checkpoint=None)
+            key = run_key(c, threads)
+            rec = store.get(key)
+            if rec is not None and (probe is None or rec.get("probe", {}).get("name") == probe_name(probe)):
+                records[name, seed] = rec
+            else:
+                todo.setdefault(key, (c, []))[1].append((name, seed))
+    reused = len({r["key"] for r in records.values()})
+    if todo:
+        n_local = _local_workers(workers, threads, len(todo)) if executor is None else None
+        finished = _run_all(todo, store, n_local, threads, executor, probe, progress, reused)
+        for key, (_, pairs) in todo.items():
+            for pair in pairs:
+                records[pair] = finished[key]
+    return SweepResult(records, list(arms), seeds, computed=len(todo), reused=reused)
+
+
+def _local_workers(workers: int | None, threads: int, n_runs: int) -> int:
+    limit = max(1, cores() // threads)
+    if workers is None:
+        return max(1, min(limit, n_runs))
+    if workers < 1:
+        raise PflkitError(f"workers must be >= 1, got {workers}")
+    if workers > limit:
+        raise PflkitError(
+            f"{workers} workers × {threads} torch thread(s) exceed this machine's {cores()} cores; use --workers {limit}"
+        )
+    return workers
+
+
+def _run_all(todo, store, n_local, threads, executor, probe, progress, reused) -> dict[str, dict]:
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not progress)
+    bar.set_postfix(reused=reused)
+    done: dict[str, dict] = {}
+    try:
+        if executor is None and n_local == 1:  # in this process, one run after another
+            for key, (cfg, _) in todo.items():
+                done[key] = execute(cfg, threads, str(store.path), probe)
+                bar.update()
+            return done
+        pool = executor
+        if pool is None:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+            pool = ProcessPoolExecutor(n_local, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
+        try:
+            futures = {
+                pool.submit(execute, cfg, threads, str(store.path), probe): key for key, (cfg, _) in todo.items()
+            }
+            from concurrent.futures import as_completed
+
+            for fut in as_completed(futures):
+                done[futures[fut]] = fut.result()
+                bar.update()
+        finally:
+            if executor is None:
+                pool.shutdown(cancel_futures=True)
+        return done
+    finally:
+        bar.close()
+
+
+# ----------------------------------------------------------------------------- budget flag
+
+
+def improvement(history: list[dict], rounds: int, key: str = "val_mean_acc") -> float | None:
+    """Points of ``key`` gained over the last fifth of the run: its value at the last evaluated
+    round minus its best value up to round ``rounds − ⌈rounds/5⌉``.  None when the run was not
+    evaluated both before and inside the last fifth (then nobody can tell)."""
+    rows = [h for h in history if key in h and h[key] == h[key]]
+    if not rows:
+        return None
+    cut = rounds - math.ceil(rounds / 5)
+    before = [h[key] for h in rows if h["round"] <= cut]
+    if not before or rows[-1]["round"] <= cut:
+        return None
+    return 100 * (rows[-1][key] - max(before))
+
+
+def still_improving(gain: float | None) -> bool | None:
+    """True when validation accuracy rose by more than :data:`IMPROVING_POINTS` over the last
+    fifth of the rounds (the run was stopped by its budget), None when not measurable."""
+    return None if gain is None else bool(gain > IMPROVING_POINTS)
+
+
+# ----------------------------------------------------------------------------- the verdict rule
+
+
+@dataclass
+class Verdict:
+    word: str  # one of WORDS
+    mean: float  # mean paired difference (a − b), in the metric's unit × scale
+    lo: float  # 95 % t-interval
+    hi: float
+    n: int  # paired seeds
+    margin: float | None = None  # "no difference" claims
+    budget: bool | None = False  # True: an arm was still improving; None: not measurable
+    unit: str = "points"
+
+    @property
+    def flag(self) -> str:
+        return {True: "budget-limited", None: "budget not measured", False: ""}[self.budget]
+
+    def __str__(self) -> str:
+        if self.n < MIN_SEEDS:
+            what = f"{self.mean:+.1f} {self.unit} on {self.n} seed(s)" if self.n else "no paired runs"
+            return f"not tested ({what}; a verdict needs {MIN_SEEDS} seeds)"
+        text = f"{self.word} ({self.mean:+.1f} {self.unit}, 95 % CI [{self.lo:+.1f}, {self.hi:+.1f}], {self.n} seeds"
+        text += f", margin ±{self.margin:g})" if self.margin is not None else ")"
+        return text + (f", {self.flag}" if self.flag else "")
+
+
+def verdict(diffs, *, margin: float | None = None, budget: bool | None = False, unit: str = "points") -> Verdict:
+    """The book's one rule, on paired differences ``a − b`` (the paper's side is ``> 0``;
+    with ``margin``, the claim is "no difference": ``|a − b| < margin``)."""
+    from scipy import stats
+
+    d = np.asarray([x for x in diffs if x == x], dtype=float)
+    n = len(d)
+    mean = float(d.mean()) if n else float("nan")
+    if n < MIN_SEEDS:
+        return Verdict("not tested", mean, float("nan"), float("nan"), n, margin, budget, unit)
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * d.std(ddof=1) / math.sqrt(n))
+    lo, hi = mean - half, mean + half
+    if margin is None:
+        word = "reproduces" if lo > 0 else "contradicted" if hi < 0 else "inconclusive"
+    else:
+        word = (
+            "reproduces"
+            if -margin < lo and hi < margin
+            else "contradicted"
+            if lo > margin or hi < -margin
+            else "inconclusive"
+        )
+    return Verdict(word, mean, lo, hi, n, margin, budget, unit)
+
+
+def interval(values) -> tuple[float, float, int]:
+    """Mean and 95 % t-interval half-width of values over seeds (half-width NaN below 2)."""
+    from scipy import stats
+
+    v = np.asarray([x for x in values if x == x], dtype=float)
+    if len(v) < 2:
+        return (float(v.mean()) if len(v) else float("nan")), float("nan"), len(v)
+    return (
+        float(v.mean()),
+        float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))),
+        len(v),
+    )
+
+
+def fmt_interval(values, digits: int = 1) -> str:
+    """``mean ± half-width`` of values over seeds (``mean`` alone for one seed)."""
+    m, h, n = interval(values)
+    return f"{m:.{digits}f}" if n < 2 else f"{m:.{digits}f} ± {h:.{digits}f}"
+
+
+def _budget(flags) -> bool | None:
+    flags = list(flags)
+    if any(f is True for f in flags):
+        return True
+    return None if any(f is None for f in flags) else False
+
+
+# ----------------------------------------------------------------------------- results of a sweep
+
+FINAL_METRICS = ("mean_acc", "pooled_acc", "macro_f1", "micro_f1")
+
+
+class SweepResult:
+    """The records of a sweep, by (arm, seed), and the tables and comparisons built on them.
+
+    Metrics in the tables are in % (accuracy, F1).  Test metrics have their plain names
+    (``mean_acc``, ``pooled_acc``, ...); validation metrics start with ``val_``.  Choices
+    (:meth:`select`) accept validation metrics only.
+    """
+
+    def __init__(self, records, arms, seeds, computed=0, reused=0):
+        self.records: dict[tuple[str, int], dict] = records
+        self.arms: list[str] = list(arms)
+        self.seeds: list[int] = list(seeds)
+        self.computed, self.reused = computed, reused
+
+    def __getitem__(self, pair: tuple[str, int]) -> dict:
+        return self.records[pair]
+
+    def __or__(self, other: SweepResult) -> SweepResult:
+        """Both sweeps' runs in one result (arms of the same name must not clash)."""
+        clash = set(self.arms) & set(other.arms)
+        if clash:
+            raise PflkitError(f"arms in both sweeps: {', '.join(sorted(clash))}")
+        return SweepResult(
+            {**self.records, **other.records}, self.arms + other.arms, sorted(set(self.seeds) | set(other.seeds)),
+            self.computed + other.computed, self.reused + other.reused,
+        )  # fmt: skip
+
+    def finals(self) -> pd.DataFrame:
+        """One row per (arm, seed): last-round test metrics, the last round's validation
+        accuracy, the round of best validation accuracy and the test accuracy there, the
+        improvement over the last fifth, bytes and wall time."""
+        rows = []
+        for (arm, seed), r in self.records.items():
+            last = r["history"][-1]
+            row = {"arm": arm, "method": r["config"]["method"], "seed": seed, "rounds": r["final"]["round"]}
+            row |= {m: 100 * r["final"][m] for m in FINAL_METRICS}
+            row |= {f"val_{m}": 100 * last[f"val_{m}"] for m in FINAL_METRICS if f"val_{m}" in last}
+            row["best_val_round"] = r["best_by_val"]["round"]
+            row["mean_acc@best_val"] = 100 * r["best_by_val"]["mean_acc"]
+            gain = r.get("improving", improvement(r["history"], r["config"]["rounds"]))
+            row["gain_last_fifth"] = gain
+            row["still_improving"] = still_improving(gain)
+            row["MB_up"] = r["comm"]["bytes_up"] / 1e6
+            row["MB_down"] = r["comm"]["bytes_down"] / 1e6
+            row["wall_s"] = r["provenance"]["wall_time_s"]
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def history(self) -> pd.DataFrame:
+        """Per-round metrics of every run (accuracies in %), long format with arm and seed."""
+        frames = []
+        for (arm, seed), r in self.records.items():
+            df = pd.DataFrame(r["history"])
+            for c in df.columns:
+                if c.endswith(("_acc", "_f1")):
+                    df[c] = 100 * df[c]
+            frames.append(df.assign(arm=arm, seed=seed, method=r["config"]["method"]))
+        return pd.concat(frames, ignore_index=True)
+
+    def probes(self, arm: str, seed: int) -> dict[int, object]:
+        """What the sweep's probe returned, by round (0: after setup)."""
+        rec = self.records[arm, seed].get("probe", {"rounds": {}})
+        return {int(k): v for k, v in rec["rounds"].items()}
+
+    def values(self, arm: str, metric: str = "mean_acc") -> pd.Series:
+        f = self.finals()
+        return f[f.arm == arm].set_index("seed")[metric].sort_index()
+
+    def improving(self, arm: str) -> bool | None:
+        """Whether the arm was still improving at its end (mean gain over its seeds)."""
+        gains = [self.records[arm, s].get("improving") for s in self.seeds if (arm, s) in self.records]
+        if not gains or any(g is None for g in gains):
+            return None
+        return still_improving(float(np.mean(gains)))
+
+    def summary(self, metric: str = "mean_acc") -> pd.DataFrame:
+        """Per arm: mean over seeds, 95 % CI half-width, seeds, still improving."""
+        rows = []
+        for arm in self.arms:
+            m, h, n = interval(self.values(arm, metric))
+            rows.append({"arm": arm, metric: m, "ci95": h, "seeds": n, "still_improving": self.improving(arm)})
+        return pd.DataFrame(rows).set_index("arm")
+
+    def paired(self, a: str, b: str, metric: str = "mean_acc") -> pd.Series:
+        """Per-seed differences a − b over the seeds both arms ran."""
+        va, vb = self.values(a, metric), self.values(b, metric)
+        common = va.index.intersection(vb.index)
+        return (va[common] - vb[common]).rename(f"{a} − {b}")
+
+    def compare(self, a: str, b: str, metric: str = "mean_acc", margin: float | None = None) -> Verdict:
+        """The verdict on "``a`` beats ``b``" (or, with ``margin``, "a and b do not differ")."""
+        return verdict(self.paired(a, b, metric), margin=margin, budget=_budget([self.improving(a), self.improving(b)]))
+
+    def select(self, arms: Iterable[str], by: str = "val_mean_acc") -> str:
+        """The arm with the best mean validation metric over seeds (never a test metric)."""
+        if not by.startswith("val_"):
+            raise PflkitError(f"choices are made on validation metrics (val_...), not on {by!r}")
+        arms = list(arms)
+        f = self.finals()
+        if by not in f.columns:
+            raise PflkitError(f"no runs report {by}: give the clients a validation split (val_fraction > 0)")
+        means = f[f.arm.isin(arms)].groupby("arm")[by].mean()
+        return str(means.idxmax())
+
+
+# ----------------------------------------------------------------------------- tables for the chapters
+
+
+def claim(
+    text: str, result: SweepResult, a: str, b: str, *, paper: str = "", metric: str = "mean_acc",
+    margin: float | None = None,
+) -> dict:  # fmt: skip
+    """One row of a chapter's claims table: the claim, the paper's number(s), ours (mean
+    difference and 95 % CI over n seeds), the verdict word and the budget flag."""
+    v = result.compare(a, b, metric, margin)
+    if v.n == 0:
+        ours = "no paired runs"
+    elif v.n < MIN_SEEDS:
+        ours = f"{v.mean:+.1f} ({v.n} seed{'s' if v.n > 1 else ''})"
+    else:
+        ours = f"{v.mean:+.1f} [{v.lo:+.1f}, {v.hi:+.1f}] ({v.n} seeds)"
+    return {"claim": text, "paper": paper, "ours (a − b, 95 % CI)": ours, "verdict": v.word, "budget": v.flag, "_v": v}
+
+
+def claims_table(rows: list[dict]) -> pd.DataFrame:
+    """The claims of a chapter as one table (the rows of :func:`claim`)."""
+    return pd.DataFrame([{k: v for k, v in r.items() if k != "_v"} for r in rows]).set_index("claim")
+
+
+def paper_vs_ours(
+    result: SweepResult, paper: dict[str, float] | pd.Series, metric: str = "mean_acc", label: str = "paper"
+) -> pd.DataFrame:
+    """Per arm: the paper's number (``paper``: arm -> value, missing arms blank) beside ours
+    (mean ± 95 % CI over seeds, the seeds, whether still improving)."""
+    paper = dict(paper)
+    rows = []
+    for arm in result.arms:
+        vals = result.values(arm, metric)
+        rows.append(
+            {"arm": arm, label: paper.get(arm, np.nan), f"ours {metric}": fmt_interval(vals), "seeds": len(vals),
+             "still improving": {True: "yes", False: "no", None: "not measured"}[result.improving(arm)]}
+        )  # fmt: skip
+    return pd.DataFrame(rows).set_index("arm")
+
+
+def arms_for(methods: Iterable[str], base: RunConfig, options: dict[str, dict] | None = None) -> dict[str, RunConfig]:
+    """``{display name: config}`` for kit methods on one base config (with per-method options)."""
+    options = options or {}
+    return {
+        display_name(m): dataclasses.replace(base, method=m, options={**base.options, **options.get(m, {})})
+        for m in methods
+    }
+
+
+# ----------------------------------------------------------------------------- FeSEM §5.2
+
+
+def choose_k(cfg: RunConfig, fed: Federation, ks=(1, 2, 3, 4), sample: int = 100, rounds: int = 3) -> dict:
+    """FeSEM §5.2: run FeSEM for a few ``rounds`` on ``sample`` random clients for every K in ``ks``.
+
+    Returns ``{K: {"val_mean_acc": ..., "intra_distance": ...}}`` after the last round (the
+    paper picks the K of best accuracy, or of smallest intra-cluster distance, eq. 6: pick on
+    the validation accuracy).  The optimal k-means distance on *fixed* points falls as K grows
+    (K = m makes it zero), so compare it for a knee, not a minimum; but each K here is its own
+    short run whose points move, so the measured values need not fall monotonically.
+    """
+    rng = np.random.default_rng(cfg.seed)
+    n = len(fed.clients)
+    ids = sorted(rng.choice(n, min(sample, n), replace=False).tolist())
+    sub = Federation(fed.ds, fed.partition.subset(ids), fed.device)
+    scores = {}
+    for k in ks:
+        c = dataclasses.replace(cfg, method="fesem", clients=len(ids), rounds=rounds, eval_every=rounds,
+                                checkpoint=None, options={**cfg.options, "centers": k})  # fmt: skip
+        last = {}
+
+        def grab(rnd, row, server, clients, last=last):
+            last.update(row, intra_distance=server.intra_distance())
+
+        run(c, sub, on_round=grab)
+        scores[k] = {"val_mean_acc": last.get("val_mean_acc", float("nan")), "intra_distance": last["intra_distance"]}
+    return scores

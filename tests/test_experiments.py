@@ -1,0 +1,310 @@
+"""The evidence layer: the verdict rule, the budget flag, the result store and sweeps."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import subprocess
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pflkit import experiments as ex
+from pflkit.engine import run
+from pflkit.errors import PflkitError
+from tests.conftest import Killed, strip, tiny_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ----------------------------------------------------------------------------- the rule
+
+
+def test_clear_effect_reproduces():
+    v = ex.verdict([2.1, 1.8, 2.4, 2.0])
+    assert v.word == "reproduces" and v.lo > 0 and v.n == 4
+    assert str(v).startswith("reproduces (+2.1 points")
+
+
+def test_reversed_effect_is_contradicted():
+    assert ex.verdict([-2.1, -1.8, -2.4]).word == "contradicted"
+
+
+def test_noise_is_inconclusive():
+    rng = np.random.default_rng(0)
+    words = [ex.verdict(rng.normal(0, 1, 5)).word for _ in range(200)]
+    # a 95 % interval excludes 0 about 5 % of the time when there is no effect
+    assert words.count("inconclusive") > 170
+    assert ex.verdict([1.0, -1.0, 0.5]).word == "inconclusive"
+
+
+def test_fewer_than_three_seeds_is_not_tested():
+    v = ex.verdict([5.0, 6.0])
+    assert v.word == "not tested" and np.isnan(v.lo)
+    assert str(v).startswith("not tested") and "reproduces" not in str(v)
+    assert ex.verdict([]).word == "not tested"
+
+
+def test_no_difference_claim_needs_the_whole_interval_inside_the_margin():
+    assert ex.verdict([0.1, -0.2, 0.05, 0.0], margin=1).word == "reproduces"
+    assert ex.verdict([0.1, -0.2, 0.05, 0.0], margin=0.05).word == "inconclusive"
+    assert ex.verdict([3.0, 3.2, 2.9], margin=1).word == "contradicted"
+    assert ex.verdict([0.1, -0.2, 3.0], margin=1).word == "inconclusive"  # wide: cannot tell
+
+
+def test_interval_is_the_t_interval():
+    from scipy import stats
+
+    d = np.array([1.0, 2.0, 4.0])
+    v = ex.verdict(d)
+    half = stats.t.ppf(0.975, 2) * d.std(ddof=1) / np.sqrt(3)
+    assert v.mean == pytest.approx(d.mean()) and v.hi - v.mean == pytest.approx(half)
+
+
+def test_budget_flag():
+    hist = [{"round": r, "val_mean_acc": a} for r, a in [(2, 0.5), (4, 0.6), (6, 0.7), (8, 0.8), (10, 0.85)]]
+    gain = ex.improvement(hist, 10)  # best up to round 8 is 0.8, last 0.85
+    assert gain == pytest.approx(5.0) and ex.still_improving(gain) is True
+    flat = [dict(h, val_mean_acc=0.8) if h["round"] >= 6 else h for h in hist]
+    assert ex.still_improving(ex.improvement(flat, 10)) is False
+    assert ex.improvement([{"round": 10, "val_mean_acc": 0.8}], 10) is None  # evaluated once: cannot tell
+    assert ex.still_improving(None) is None
+    v = ex.verdict([2.0, 2.1, 1.9], budget=True)
+    assert v.word == "reproduces" and str(v).endswith("budget-limited")
+
+
+# ----------------------------------------------------------------------------- keys and the store
+
+
+def test_key_is_canonical():
+    a = tiny_config(method="fedprox")
+    b = tiny_config(method="fedprox", options={"mu": 0.01})  # the default, given explicitly
+    assert ex.run_key(a, 1) == ex.run_key(b, 1)
+    assert ex.run_key(a, 1) == ex.run_key(dataclasses.replace(a, checkpoint="x.pt", device="cuda"), 1)
+    assert ex.run_key(a, 1) != ex.run_key(dataclasses.replace(a, lr=0.1), 1)
+    assert ex.run_key(a, 1) != ex.run_key(a, 2)  # the thread count changes the numbers
+    assert ex.run_key(a, 1) != ex.run_key(dataclasses.replace(a, seed=1), 1)
+
+
+def arms():
+    return ex.arms_for(["fedavg", "local"], tiny_config(rounds=2))
+
+
+def test_sweep_reuses_the_store(tmp_path):
+    first = ex.sweep(arms(), [0, 1, 2], tmp_path / "s", workers=1, progress=False)
+    assert (first.computed, first.reused) == (6, 0) and len(ex.Store(tmp_path / "s")) == 6
+    again = ex.sweep(arms(), [0, 1, 2], tmp_path / "s", workers=1, progress=False)
+    assert (again.computed, again.reused) == (0, 6)
+    assert again.finals().equals(first.finals())
+    more = ex.sweep(arms(), [0, 1, 2, 3], tmp_path / "s", workers=1, progress=False)
+    assert (more.computed, more.reused) == (2, 6)
+    rec = first["FedAvg", 0]
+    assert {"config", "history", "final", "comm", "provenance", "key", "canonical"} <= set(rec)
+    assert rec["provenance"]["threads"] == 1 and rec["config"]["seed"] == 0
+
+
+def test_sweep_numbers_equal_a_plain_run(tmp_path, tiny_fed):
+    res = ex.sweep(arms(), [1], tmp_path, workers=1, progress=False)
+    cfg = dataclasses.replace(tiny_config(rounds=2), method="fedavg", seed=1)
+    assert strip(res["FedAvg", 1]) == strip(run(cfg, tiny_fed(cfg)))
+
+
+def test_numbers_do_not_depend_on_the_schedule(tmp_path):
+    one = ex.sweep(arms(), [0, 1], tmp_path / "a", workers=1, progress=False)
+    two = ex.sweep(arms(), [0, 1], tmp_path / "b", workers=2, progress=False)
+    with ProcessPoolExecutor(2) as pool:
+        ext = ex.sweep(arms(), [0, 1], tmp_path / "c", executor=pool, progress=False)
+    for other in (two, ext):
+        for pair in one.records:
+            assert strip(one[pair]) == strip(other[pair])
+            assert other[pair]["provenance"]["threads"] == 1
+
+
+def test_dask_executor(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.Client(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as client:
+        res = ex.sweep(arms(), [0], tmp_path, executor=client.get_executor(), progress=False)
+    local = ex.sweep(arms(), [0], tmp_path / "local", workers=1, progress=False)
+    assert res.computed == 2 and strip(res["Local", 0]) == strip(local["Local", 0])
+
+
+def test_killed_sweep_resumes(tmp_path):
+    def kill_seed_1(rnd, row, server, clients):
+        if server.cfg.seed == 1 and rnd == 2:
+            raise Killed  # after round 1's checkpoint, before round 2's
+        return rnd
+
+    a = {"FedAvg": tiny_config(method="fedavg", rounds=3)}
+    with pytest.raises(Killed):
+        ex.sweep(a, [0, 1, 2], tmp_path, workers=1, probe=kill_seed_1, progress=False)
+    store = ex.Store(tmp_path)
+    assert len(store) == 1 and len(list((tmp_path / "checkpoints").glob("*.pt"))) == 1
+    resumed = ex.sweep(a, [0, 1, 2], tmp_path, workers=1, progress=False)
+    assert resumed.computed == 2 and resumed.reused == 1  # seed 0 kept; seed 1 resumed from round 1
+    assert not list((tmp_path / "checkpoints").glob("*.pt"))
+    fresh = ex.sweep(a, [1], tmp_path / "fresh", workers=1, progress=False)
+    assert strip(resumed["FedAvg", 1]) == strip(fresh["FedAvg", 1])
+
+
+def test_probe_output_is_kept(tmp_path):
+    def n_clients(rnd, row, server, clients):
+        return {"round": rnd, "n": len(clients)}
+
+    res = ex.sweep({"FedAvg": tiny_config(rounds=2)}, [0], tmp_path, workers=1, probe=n_clients, progress=False)
+    assert res.probes("FedAvg", 0) == {0: {"round": 0, "n": 4}, 1: {"round": 1, "n": 4}, 2: {"round": 2, "n": 4}}
+    again = ex.sweep({"FedAvg": tiny_config(rounds=2)}, [0], tmp_path, workers=1, probe=n_clients, progress=False)
+    assert again.reused == 1
+
+
+def test_corrupt_store_file_is_one_clear_error(tmp_path):
+    ex.sweep(arms(), [0], tmp_path, workers=1, progress=False)
+    f = next(tmp_path.glob("fedavg-*.json"))
+    f.write_text(f.read_text()[:100])  # truncated, as by a full disk
+    with pytest.raises(PflkitError, match="corrupt.*delete it"):
+        ex.sweep(arms(), [0], tmp_path, workers=1, progress=False)
+    with pytest.raises(PflkitError, match="is a file"):
+        ex.Store(f)
+
+
+def test_worker_and_thread_arithmetic(monkeypatch):
+    monkeypatch.setattr(ex, "cores", lambda: 8)
+    assert ex._local_workers(None, 1, 100) == 8
+    assert ex._local_workers(None, 2, 100) == 4
+    assert ex._local_workers(None, 3, 100) == 2
+    assert ex._local_workers(None, 16, 100) == 1  # never zero workers
+    assert ex._local_workers(None, 1, 3) == 3  # no idle workers
+    assert ex._local_workers(2, 4, 100) == 2
+    with pytest.raises(PflkitError, match="exceed"):
+        ex._local_workers(3, 4, 100)
+    with pytest.raises(PflkitError):
+        ex._local_workers(0, 1, 100)
+
+
+# ----------------------------------------------------------------------------- results
+
+
+def test_selection_only_on_validation(tmp_path):
+    res = ex.sweep(arms(), [0, 1], tmp_path, workers=1, progress=False)
+    assert res.select(["FedAvg", "Local"]) in {"FedAvg", "Local"}
+    for test_metric in ("mean_acc", "pooled_acc", "mean_acc@best_val", "micro_f1"):
+        with pytest.raises(PflkitError, match="validation"):
+            res.select(["FedAvg", "Local"], by=test_metric)
+    best = res.finals().groupby("arm").val_mean_acc.mean().idxmax()
+    assert res.select(["FedAvg", "Local"]) == best
+
+
+def test_claims_and_paper_tables(tmp_path):
+    res = ex.sweep(arms(), [0, 1, 2], tmp_path, workers=1, progress=False)
+    d = res.paired("Local", "FedAvg")
+    assert list(d.index) == [0, 1, 2]
+    row = ex.claim("Local beats FedAvg", res, "Local", "FedAvg", paper="+10")
+    assert row["verdict"] == ex.verdict(d).word and row["paper"] == "+10"
+    two = ex.claim("on two seeds", ex.sweep(arms(), [0, 1], tmp_path, workers=1, progress=False), "Local", "FedAvg")
+    assert two["verdict"] == "not tested"
+    table = ex.claims_table([row, two])
+    assert list(table.columns) == ["paper", "ours (a − b, 95 % CI)", "verdict", "budget"]
+    pv = ex.paper_vs_ours(res, {"FedAvg": 80.0})
+    assert pv.loc["FedAvg", "paper"] == 80.0 and np.isnan(pv.loc["Local", "paper"]) and pv.loc["Local", "seeds"] == 3
+
+
+# ----------------------------------------------------------------------------- layering
+
+
+def test_methods_never_import_the_engine_or_experiments():
+    bad = []
+    for f in sorted((ROOT / "pflkit" / "methods").glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                mod = "." * node.level + (node.module or "")
+                names = [a.name for a in node.names]
+                if any(x in (mod.split(".")[-1:] + names) for x in ("engine", "experiments", "cli")):
+                    bad.append(f"{f.name}: from {mod} import {', '.join(names)}")
+            elif isinstance(node, ast.Import):
+                bad += [f"{f.name}: import {a.name}" for a in node.names if a.name.startswith("pflkit.e")]
+    assert not bad, bad
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def pflkit(*args):
+    return subprocess.run([sys.executable, "-m", "pflkit", *args], capture_output=True, text=True, timeout=300)
+
+
+RUN = [
+    "--dataset",
+    "digits",
+    "--clients",
+    "4",
+    "--rounds",
+    "2",
+    "--model",
+    "mlp",
+    "--local-steps",
+    "4",
+    "--no-progress",
+]
+
+
+def test_cli_sweep_and_compare(tmp_path):
+    store, out = str(tmp_path / "s"), tmp_path / "t.csv"
+    r = pflkit("sweep", "fedavg,fedprox", *RUN, "--seeds", "0,1,2", "--store", store, "--mu", "0.1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert (
+        len(lines) == 3 and lines[0].startswith("fedavg") and "mean_acc" in lines[0] and "still improving" in lines[0]
+    )
+    assert lines[-1] == "computed 6, reused 0"
+    assert len(out.read_text().strip().splitlines()) == 7
+    again = pflkit("sweep", "fedavg,fedprox", *RUN, "--seeds", "0,1,2", "--store", store, "--mu", "0.1")
+    assert again.stdout.strip().splitlines()[-1] == "computed 0, reused 6"
+    c = pflkit(
+        "compare", "fedprox", "fedavg", *RUN, "--seeds", "0,1,2", "--store", store, "--mu", "0.1", "--margin", "50"
+    )
+    assert c.returncode == 0, c.stderr
+    assert "reproduces" in c.stdout and c.stdout.strip().splitlines()[-1] == "computed 0, reused 6"
+    two = pflkit("compare", "fedprox", "fedavg", *RUN, "--seeds", "0,1", "--store", store, "--mu", "0.1")
+    assert "not tested" in two.stdout
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["sweep", "nope", "--seeds", "0"], "unknown method"),
+        (["sweep", "fedavg", "--seeds", ","], "at least one seed"),
+        (["sweep", "fedavg", "--seeds", "a"], "integers"),
+        (["sweep", "fedavg", "--seeds", "0", "--bogus", "1"], "unrecognized arguments"),
+        (["sweep", "fedavg", "--seeds", "0", "--workers", "999"], "exceed"),
+        (["compare", "fedavg", "fedavg", "--seeds", "0"], "two different"),
+    ],
+)  # fmt: skip
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, needle):
+    r = pflkit(*args, *RUN, "--store", str(tmp_path / "s"))
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_cli_store_that_is_a_file(tmp_path):
+    f = tmp_path / "f"
+    f.write_text("x")
+    r = pflkit("sweep", "fedavg", *RUN, "--seeds", "0", "--store", str(f))
+    assert r.returncode == 2 and "is a file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_corrupt_store_and_checkpoint(tmp_path):
+    store = tmp_path / "s"
+    assert pflkit("sweep", "fedavg", *RUN, "--seeds", "0", "--store", str(store)).returncode == 0
+    f = next(store.glob("*.json"))
+    f.write_bytes(f.read_bytes()[:50])
+    r = pflkit("sweep", "fedavg", *RUN, "--seeds", "0", "--store", str(store))
+    assert r.returncode == 2 and str(f) in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    ckpt = tmp_path / "c.pt"
+    assert pflkit("run", "fedavg", *RUN, "--checkpoint", str(ckpt)).returncode == 0
+    ckpt.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])  # killed while writing, disk full...
+    r = pflkit("run", "fedavg", *RUN, "--checkpoint", str(ckpt))
+    assert r.returncode == 2 and str(ckpt) in r.stderr and "delete it" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
