@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .engine import LATER_FIELDS, Federation, RunConfig, run
+from .engine import LATER_FIELDS, Federation, RunConfig, dataset, run
 from .errors import PflkitError
 from .methods import display_name, get_method
 
@@ -82,13 +82,37 @@ def run_key(cfg: RunConfig, threads: int) -> str:
     return f"{cfg.method}-s{cfg.seed}-{hashlib.sha1(blob.encode()).hexdigest()[:16]}"
 
 
-class Store:
-    """A folder of finished runs, one JSON file each (``<key>.json``)."""
+_CODE: list[str] = []
 
-    def __init__(self, path):
+
+def code_version() -> str:
+    """A hash of the kit's source files: runs of other code are not reused by default."""
+    if not _CODE:
+        h = hashlib.sha1()
+        here = Path(__file__).resolve().parent
+        for f in sorted(here.rglob("*.py")):
+            h.update(str(f.relative_to(here)).encode() + b"\0" + f.read_bytes())
+        _CODE.append(h.hexdigest()[:12])
+    return _CODE[0]
+
+
+class Store:
+    """A folder of finished runs, one JSON file each (``<key>.json``).
+
+    ``reuse="same-code"`` (default) reuses a stored run only if it was computed by the kit's
+    current sources (:func:`code_version`); ``reuse="any"`` reuses whatever is stored.
+    """
+
+    def __init__(self, path, reuse: str = "same-code"):
         self.path = Path(path)
         if self.path.exists() and not self.path.is_dir():
             raise PflkitError(f"store {self.path} is a file; give a folder (it is created if missing)")
+        if reuse not in ("same-code", "any"):
+            raise PflkitError(f"reuse must be 'same-code' or 'any', got {reuse!r}")
+        self.reuse = reuse
+
+    def usable(self, record: dict) -> bool:
+        return self.reuse == "any" or record["provenance"].get("code") == code_version()
 
     def file(self, key: str) -> Path:
         return self.path / f"{key}.json"
@@ -131,10 +155,10 @@ def _set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | None = None) -> dict:
+def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | None = None, reuse="same-code") -> dict:
     """Run one config with ``threads`` torch threads, checkpointing into the store, and write
     its record there.  Runs in a worker process (or in-process for one worker)."""
-    store = Store(store_path)
+    store = Store(store_path, reuse)
     key = run_key(cfg, threads)
     previous = torch.get_num_threads()
     _set_threads(threads)
@@ -157,6 +181,7 @@ def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | Non
     finally:
         _set_threads(previous)
     record["config"]["checkpoint"] = None
+    record["provenance"]["code"] = code_version()
     record["key"] = key
     record["canonical"] = canonical(cfg, threads)
     record["improving"] = improvement(record["history"], cfg.rounds)
@@ -216,13 +241,17 @@ def sweep(
             c = dataclasses.replace(cfg, seed=seed, checkpoint=None)
             key = run_key(c, threads)
             rec = store.get(key)
-            if rec is not None and (probe is None or rec.get("probe", {}).get("name") == probe_name(probe)):
+            probed = probe is None or rec is not None and rec.get("probe", {}).get("name") == probe_name(probe)
+            if rec is not None and store.usable(rec) and probed:
                 records[name, seed] = rec
             else:
                 todo.setdefault(key, (c, []))[1].append((name, seed))
     reused = len({r["key"] for r in records.values()})
     if todo:
         n_local = _local_workers(workers, threads, len(todo)) if executor is None else None
+        if executor is None:  # read once here: a missing dataset fails now, and forked workers share it
+            for name in sorted({c.dataset for c, _ in todo.values()}):
+                dataset(name)
         finished = _run_all(todo, store, n_local, threads, executor, probe, progress, reused)
         for key, (_, pairs) in todo.items():
             for pair in pairs:
@@ -252,7 +281,7 @@ def _run_all(todo, store, n_local, threads, executor, probe, progress, reused) -
     try:
         if executor is None and n_local == 1:  # in this process, one run after another
             for key, (cfg, _) in todo.items():
-                done[key] = execute(cfg, threads, str(store.path), probe)
+                done[key] = execute(cfg, threads, str(store.path), probe, store.reuse)
                 bar.update()
             return done
         pool = executor

@@ -9,6 +9,7 @@ their ``parameters`` cell and pick values with :func:`pick`.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from .errors import PflkitError
 
@@ -25,6 +26,14 @@ def current() -> str:
 def pick(smoke, book, paper, profile: str | None = None):
     """The value for the current (or given) profile."""
     return {"smoke": smoke, "book": book, "paper": paper}[profile or current()]
+
+
+def store_for(chapter: str, profile: str | None = None) -> Path:
+    """The result store of a chapter at a profile: ``_build/store/<profile>/<chapter>`` in the
+    repository, or under ``$PFLBOOK_STORE_ROOT`` when set (``make test`` points nbval's
+    re-execution at an empty folder, so that it recomputes instead of reading back)."""
+    root = os.environ.get("PFLBOOK_STORE_ROOT") or Path(__file__).resolve().parent.parent / "_build" / "store"
+    return Path(root) / (profile or current()) / chapter
 
 
 def run_defaults(profile: str | None = None) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -308,3 +309,14 @@ def test_cli_corrupt_store_and_checkpoint(tmp_path):
     r = pflkit("run", "fedavg", *RUN, "--checkpoint", str(ckpt))
     assert r.returncode == 2 and str(ckpt) in r.stderr and "delete it" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_runs_of_other_code_are_recomputed_unless_any_is_asked(tmp_path):
+    ex.sweep(arms(), [0], tmp_path, workers=1, progress=False)
+    f = next(tmp_path.glob("local-*.json"))
+    rec = json.loads(f.read_text())
+    rec["provenance"]["code"] = "older"
+    f.write_text(json.dumps(rec))
+    assert ex.sweep(arms(), [0], ex.Store(tmp_path, reuse="any"), workers=1, progress=False).computed == 0
+    again = ex.sweep(arms(), [0], tmp_path, workers=1, progress=False)
+    assert again.computed == 1 and again["Local", 0]["provenance"]["code"] == ex.code_version()
