@@ -212,7 +212,7 @@ def sweep(
     threads: int = 1,
     executor: Executor | None = None,
     probe: Callable | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> SweepResult:
     """Run every arm (a named config) with every seed; reuse what ``store`` holds.
 
@@ -223,7 +223,11 @@ def sweep(
     kept in the record (figures of the internals: α, clusters, embeddings); it must be
     picklable for worker processes (a module-level function, or one defined in a notebook:
     workers are forked).  A stored run without this probe's output is recomputed.
+    ``progress``: one bar over the runs with an ETA (default: on, unless ``PFLBOOK_PROGRESS=0``,
+    which the book's build sets so that executed pages do not carry progress bars).
     """
+    if progress is None:
+        progress = os.environ.get("PFLBOOK_PROGRESS", "1") != "0"
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise PflkitError("a sweep needs at least one seed")

@@ -50,6 +50,7 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None) ->
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     env_profile = os.environ.get("PFLBOOK_PROFILE")
     os.environ["PFLBOOK_PROFILE"] = profile
+    os.environ["PFLBOOK_PROGRESS"] = "0"  # sweeps draw no progress bars into the executed pages
     try:
         for nb in chapters():
             rel = nb.relative_to(ROOT)
