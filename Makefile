@@ -29,8 +29,8 @@ book: data
 test: data
 	$(PY) -m ruff check .
 	PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider tests
-	rm -rf _build/store-nbval  # nbval re-executes the chapters from an empty store: it recomputes, not reads back
-	PFLBOOK_PROFILE=smoke PFLBOOK_STORE_ROOT=_build/store-nbval $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env _build/smoke/stage/book
+	rm -rf $(CURDIR)/_build/store-nbval  # nbval re-executes the chapters from an empty store: it recomputes, not reads back
+	PFLBOOK_PROFILE=smoke PFLBOOK_STORE_ROOT=$(CURDIR)/_build/store-nbval $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env _build/smoke/stage/book
 	PFLBOOK_PROFILE=smoke $(PY) tools/build_book.py --profile smoke --no-execute
 
 unit: $(STAMP)
