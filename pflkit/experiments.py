@@ -277,7 +277,10 @@ def _local_workers(workers: int | None, threads: int, n_runs: int) -> int:
 
 
 def _run_all(todo, store, n_local, threads, executor, probe, progress, reused) -> dict[str, dict]:
-    from tqdm.auto import tqdm
+    if progress:
+        from tqdm.auto import tqdm
+    else:  # no import: tqdm.auto warns in a notebook without widgets
+        from tqdm import tqdm
 
     bar = tqdm(total=len(todo), desc="runs", unit="run", disable=not progress)
     bar.set_postfix(reused=reused)
