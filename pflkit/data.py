@@ -13,6 +13,7 @@ raises :class:`~pflkit.errors.DataUnavailable` with one line saying how to get i
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -220,6 +221,20 @@ def load_fashion_mnist(root=None, download: bool = False) -> FedDataset:
         coarse_of_class=list(FASHION_COARSE_OF_CLASS),
         coarse_names=list(FASHION_COARSE_NAMES),
     )
+
+
+@register(
+    "fashion-mnist-pairs",
+    "Fashion-MNIST whose coarse groups are the class pairs (0, 1), ..., (8, 9) (pFedMB §V-B's pairs setting)",
+    _idx_available(_fashion_dirs, "train-images-idx3-ubyte"),
+)
+def load_fashion_mnist_pairs(root=None, download: bool = False) -> FedDataset:
+    """The same images as Fashion-MNIST; only the grouping the ``coarse`` protocol hands out changes."""
+    ds = load_fashion_mnist(root, download)
+    return dataclasses.replace(
+        ds, name="fashion-mnist-pairs", coarse_of_class=[c // 2 for c in range(ds.n_classes)],
+        coarse_names=[f"pair {p}" for p in range(ds.n_classes // 2)],
+    )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- scikit-learn digits

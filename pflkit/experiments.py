@@ -510,9 +510,14 @@ class SweepResult:
         common = va.index.intersection(vb.index)
         return (va[common] - vb[common]).rename(f"{a} − {b}")
 
+    def budget(self, *arms: str) -> bool | None:
+        """The budget flag of a verdict resting on these arms: True if one was still improving,
+        None if one could not be measured, else False."""
+        return _budget([self.improving(a) for a in arms])
+
     def compare(self, a: str, b: str, metric: str = "mean_acc", margin: float | None = None) -> Verdict:
         """The verdict on "``a`` beats ``b``" (or, with ``margin``, "a and b do not differ")."""
-        return verdict(self.paired(a, b, metric), margin=margin, budget=_budget([self.improving(a), self.improving(b)]))
+        return verdict(self.paired(a, b, metric), margin=margin, budget=self.budget(a, b))
 
     def select(self, arms: Iterable[str], by: str = "val_mean_acc") -> str:
         """The arm with the best mean validation metric over seeds (never a test metric)."""
@@ -535,13 +540,21 @@ def claim(
 ) -> dict:  # fmt: skip
     """One row of a chapter's claims table: the claim, the paper's number(s), ours (mean
     difference and 95 % CI over n seeds), the verdict word and the budget flag."""
-    v = result.compare(a, b, metric, margin)
-    if v.n == 0:
-        ours = "no paired runs"
-    elif v.n < MIN_SEEDS:
-        ours = f"{v.mean:+.1f} ({v.n} seed{'s' if v.n > 1 else ''})"
-    else:
-        ours = f"{v.mean:+.1f} [{v.lo:+.1f}, {v.hi:+.1f}] ({v.n} seeds)"
+    return claim_row(text, result.compare(a, b, metric, margin), paper)
+
+
+def claim_row(text: str, v: Verdict, paper: str = "", *, ours: str | None = None, digits: int = 1) -> dict:
+    """A claims-table row for any verdict of :func:`verdict` (per-seed differences of a quantity
+    that is not one final metric of two arms: an ARI, a subspace angle...).  ``ours`` replaces
+    the default description of the differences."""
+    unit = "" if v.unit == "points" else f" {v.unit}"
+    if ours is None:
+        if v.n == 0:
+            ours = "no paired runs"
+        elif v.n < MIN_SEEDS:
+            ours = f"{v.mean:+.{digits}f}{unit} ({v.n} seed{'s' if v.n > 1 else ''})"
+        else:
+            ours = f"{v.mean:+.{digits}f}{unit} [{v.lo:+.{digits}f}, {v.hi:+.{digits}f}] ({v.n} seeds)"
     return {"claim": text, "paper": paper, "ours (a − b, 95 % CI)": ours, "verdict": v.word, "budget": v.flag, "_v": v}
 
 
