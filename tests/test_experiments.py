@@ -320,3 +320,11 @@ def test_runs_of_other_code_are_recomputed_unless_any_is_asked(tmp_path):
     assert ex.sweep(arms(), [0], ex.Store(tmp_path, reuse="any"), workers=1, progress=False).computed == 0
     again = ex.sweep(arms(), [0], tmp_path, workers=1, progress=False)
     assert again.computed == 1 and again["Local", 0]["provenance"]["code"] == ex.code_version()
+
+
+def test_claim_row_for_any_verdict():
+    row = ex.claim_row("angle", ex.verdict([0.01, 0.02, 0.0], margin=1, unit="degrees"), "0", digits=2)
+    assert row["verdict"] == "reproduces" and "degrees" in row["ours (a − b, 95 % CI)"]
+    assert row["ours (a − b, 95 % CI)"].startswith("+0.01 degrees [")
+    assert ex.claim_row("x", ex.verdict([1.0]), ours="custom")["ours (a − b, 95 % CI)"] == "custom"
+    assert ex.claim_row("x", ex.verdict([1.0]))["verdict"] == "not tested"
