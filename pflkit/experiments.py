@@ -430,9 +430,13 @@ class SweepResult:
     """
 
     def __init__(self, records, arms, seeds, computed=0, reused=0):
-        self.records: dict[tuple[str, int], dict] = records
         self.arms: list[str] = list(arms)
         self.seeds: list[int] = list(seeds)
+        # arms in the order given, then seeds: tables do not depend on which runs the store held
+        order = [(a, s) for a in self.arms for s in self.seeds if (a, s) in records]
+        self.records: dict[tuple[str, int], dict] = {
+            p: records[p] for p in order + [p for p in records if p not in order]
+        }
         self.computed, self.reused = computed, reused
 
     def __getitem__(self, pair: tuple[str, int]) -> dict:

@@ -328,3 +328,10 @@ def test_claim_row_for_any_verdict():
     assert row["ours (a − b, 95 % CI)"].startswith("+0.01 degrees [")
     assert ex.claim_row("x", ex.verdict([1.0]), ours="custom")["ours (a − b, 95 % CI)"] == "custom"
     assert ex.claim_row("x", ex.verdict([1.0]))["verdict"] == "not tested"
+
+
+def test_tables_follow_the_arms_order_not_the_store(tmp_path):
+    ex.sweep({"Local": tiny_config(method="local", rounds=2)}, [1, 0], tmp_path, workers=1, progress=False)
+    res = ex.sweep(arms(), [0, 1], tmp_path, workers=1, progress=False)  # Local's runs are reused, FedAvg's not
+    assert (res.computed, res.reused) == (2, 2)
+    assert list(zip(res.finals().arm, res.finals().seed)) == [("FedAvg", 0), ("FedAvg", 1), ("Local", 0), ("Local", 1)]
