@@ -134,9 +134,10 @@ def subsample(ds: FedDataset, train: int | None, test: int | None, seed: int = 0
             raise PflkitError(f"a subset needs at least one image, got {n}")
         rng = np.random.default_rng([seed, salt])
         y = y.cpu().numpy()
-        classes = np.unique(y)
-        quota = np.floor(n * np.array([(y == c).mean() for c in classes])).astype(int)
-        quota[np.argsort(-(n * np.array([(y == c).mean() for c in classes]) - quota))[: n - quota.sum()]] += 1
+        classes, counts = np.unique(y, return_counts=True)
+        exact = n * counts / len(y)  # each class keeps its share; the rounding remainders go to the largest fractions
+        quota = np.floor(exact).astype(int)
+        quota[np.argsort(quota - exact)[: n - quota.sum()]] += 1
         keep = np.concatenate([rng.choice(np.flatnonzero(y == c), q, replace=False) for c, q in zip(classes, quota)])
         return torch.as_tensor(np.sort(keep))
 

@@ -33,7 +33,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,10 +155,10 @@ def _set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | None = None, reuse="same-code") -> dict:
+def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | None = None) -> dict:
     """Run one config with ``threads`` torch threads, checkpointing into the store, and write
     its record there.  Runs in a worker process (or in-process for one worker)."""
-    store = Store(store_path, reuse)
+    store = Store(store_path)
     key = run_key(cfg, threads)
     previous = torch.get_num_threads()
     _set_threads(threads)
@@ -194,10 +194,6 @@ def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | Non
 
 def probe_name(probe: Callable) -> str:
     return getattr(probe, "probe_name", None) or getattr(probe, "__qualname__", repr(probe))
-
-
-def _init_worker(threads: int) -> None:
-    torch.set_num_threads(threads)
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -288,7 +284,7 @@ def _run_all(todo, store, n_local, threads, executor, probe, progress, reused) -
     try:
         if executor is None and n_local == 1:  # in this process, one run after another
             for key, (cfg, _) in todo.items():
-                done[key] = execute(cfg, threads, str(store.path), probe, store.reuse)
+                done[key] = execute(cfg, threads, str(store.path), probe)
                 bar.update()
             return done
         pool = executor
@@ -296,13 +292,11 @@ def _run_all(todo, store, n_local, threads, executor, probe, progress, reused) -
             import multiprocessing as mp
 
             ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-            pool = ProcessPoolExecutor(n_local, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
+            pool = ProcessPoolExecutor(n_local, mp_context=ctx, initializer=_set_threads, initargs=(threads,))
         try:
             futures = {
                 pool.submit(execute, cfg, threads, str(store.path), probe): key for key, (cfg, _) in todo.items()
             }
-            from concurrent.futures import as_completed
-
             for fut in as_completed(futures):
                 done[futures[fut]] = fut.result()
                 bar.update()
@@ -367,14 +361,9 @@ class Verdict:
 def verdict(diffs, *, margin: float | None = None, budget: bool | None = False, unit: str = "points") -> Verdict:
     """The book's one rule, on paired differences ``a − b`` (the paper's side is ``> 0``;
     with ``margin``, the claim is "no difference": ``|a − b| < margin``)."""
-    from scipy import stats
-
-    d = np.asarray([x for x in diffs if x == x], dtype=float)
-    n = len(d)
-    mean = float(d.mean()) if n else float("nan")
+    mean, half, n = interval(diffs)
     if n < MIN_SEEDS:
         return Verdict("not tested", mean, float("nan"), float("nan"), n, margin, budget, unit)
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * d.std(ddof=1) / math.sqrt(n))
     lo, hi = mean - half, mean + half
     if margin is None:
         word = "reproduces" if lo > 0 else "contradicted" if hi < 0 else "inconclusive"
@@ -438,6 +427,7 @@ class SweepResult:
             p: records[p] for p in order + [p for p in records if p not in order]
         }
         self.computed, self.reused = computed, reused
+        self._finals: pd.DataFrame | None = None  # built once: the records do not change
 
     def __getitem__(self, pair: tuple[str, int]) -> dict:
         return self.records[pair]
@@ -456,6 +446,11 @@ class SweepResult:
         """One row per (arm, seed): last-round test metrics, the last round's validation
         accuracy, the round of best validation accuracy and the test accuracy there, the
         improvement over the last fifth, bytes and wall time."""
+        if self._finals is None:
+            self._finals = self._final_rows()
+        return self._finals.copy()
+
+    def _final_rows(self) -> pd.DataFrame:
         rows = []
         for (arm, seed), r in self.records.items():
             last = r["history"][-1]
@@ -464,7 +459,7 @@ class SweepResult:
             row |= {f"val_{m}": 100 * last[f"val_{m}"] for m in FINAL_METRICS if f"val_{m}" in last}
             row["best_val_round"] = r["best_by_val"]["round"]
             row["mean_acc@best_val"] = 100 * r["best_by_val"]["mean_acc"]
-            gain = r.get("improving", improvement(r["history"], r["config"]["rounds"]))
+            gain = r["improving"] if "improving" in r else improvement(r["history"], r["config"]["rounds"])
             row["gain_last_fifth"] = gain
             row["still_improving"] = still_improving(gain)
             row["MB_up"] = r["comm"]["bytes_up"] / 1e6
@@ -490,15 +485,17 @@ class SweepResult:
         return {int(k): v for k, v in rec["rounds"].items()}
 
     def values(self, arm: str, metric: str = "mean_acc") -> pd.Series:
+        """An arm's ``metric`` by seed."""
         f = self.finals()
         return f[f.arm == arm].set_index("seed")[metric].sort_index()
 
     def improving(self, arm: str) -> bool | None:
         """Whether the arm was still improving at its end (mean gain over its seeds)."""
-        gains = [self.records[arm, s].get("improving") for s in self.seeds if (arm, s) in self.records]
-        if not gains or any(g is None for g in gains):
+        f = self.finals()
+        gains = f[f.arm == arm].gain_last_fifth
+        if gains.empty or gains.isna().any():
             return None
-        return still_improving(float(np.mean(gains)))
+        return still_improving(float(gains.mean()))
 
     def summary(self, metric: str = "mean_acc") -> pd.DataFrame:
         """Per arm: mean over seeds, 95 % CI half-width, seeds, still improving."""
