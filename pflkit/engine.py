@@ -260,13 +260,14 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
     fed, method, server, clients = build(cfg, fed)
     train_ids = [i for i in range(len(clients)) if i not in set(fed.partition.novel)]
     history: list[dict] = []
+    trace: list[float] = []  # every round's mean training loss: the replay check's fingerprint of a run
     ledger = {"bytes_up": 0, "bytes_down": 0, "eval_bytes_down": 0}
     ledger["bytes_up"] += handshake(server, clients)
     timing = {"setup_s": time.perf_counter() - t0, "train_s": 0.0, "eval_s": 0.0, "checkpoint_s": 0.0}
     start = 0
     ckpt = Path(cfg.checkpoint) if cfg.checkpoint else None
     if ckpt is not None and ckpt.exists():
-        start, history, ledger = load_checkpoint(ckpt, cfg, server, clients)
+        start, history, ledger, trace = load_checkpoint(ckpt, cfg, server, clients)
     if on_setup is not None and start == 0:
         on_setup(server, clients)
 
@@ -294,9 +295,11 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
         server.aggregate(uploads, rnd)
         t_eval = time.perf_counter()
         timing["train_s"] += t_eval - t_round
+        trace.append(float(np.nanmean(losses)) if losses else float("nan"))
 
-        if (rnd + 1) % cfg.eval_every == 0 or rnd + 1 == cfg.rounds:
-            row = {"round": rnd + 1, "train_loss": float(np.nanmean(losses)) if losses else float("nan")}
+        evaluated = (rnd + 1) % cfg.eval_every == 0 or rnd + 1 == cfg.rounds
+        if evaluated:
+            row = {"round": rnd + 1, "train_loss": trace[-1]}
             metrics = evaluate_clients(server, clients, train_ids, derive_seed(cfg.seed, rnd, 4))
             ledger["eval_bytes_down"] += metrics.pop("eval_bytes_down")
             row.update(metrics)
@@ -309,14 +312,14 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
                 on_round(rnd + 1, row, server, clients)
         t_ckpt = time.perf_counter()
         timing["eval_s"] += t_ckpt - t_eval
-        if ckpt is not None:
-            save_checkpoint(ckpt, cfg, rnd + 1, history, ledger, server, clients)
+        if ckpt is not None and evaluated:  # checkpoints follow evaluations: a resumed run repeats < eval_every rounds
+            save_checkpoint(ckpt, cfg, rnd + 1, history, ledger, server, clients, trace)
             timing["checkpoint_s"] += time.perf_counter() - t_ckpt
 
-    return make_result(cfg, fed, method, history, ledger, time.perf_counter() - t0, timing)
+    return make_result(cfg, fed, method, history, ledger, time.perf_counter() - t0, timing, trace)
 
 
-def make_result(cfg, fed, method, history, ledger, wall, timing) -> dict:
+def make_result(cfg, fed, method, history, ledger, wall, timing, trace=()) -> dict:
     last = history[-1]
     with_val = [h for h in history if "val_mean_acc" in h]
     best = max(with_val, key=lambda h: h["val_mean_acc"]) if with_val else last
@@ -328,6 +331,7 @@ def make_result(cfg, fed, method, history, ledger, wall, timing) -> dict:
         "final": {k: last[k] for k in pick} | {"round": last["round"]},
         "best_by_val": {k: best[k] for k in pick} | {"round": best["round"]},
         "comm": {k: ledger[k] for k in ("bytes_up", "bytes_down", "eval_bytes_down")},
+        "round_loss": list(trace),  # mean training loss of every round (NaN-free unless a round trained nobody)
         "timing": {k: round(v, 3) for k, v in timing.items()},  # this session's time (not resumed rounds)
         "partition": {
             "unassigned": fed.partition.unassigned,
@@ -366,11 +370,12 @@ def _ckpt_key(cfg: RunConfig) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def save_checkpoint(path: Path, cfg, rnd, history, ledger, server, clients) -> None:
+def save_checkpoint(path: Path, cfg, rnd, history, ledger, server, clients, trace=()) -> None:
     state = {
         "config": _ckpt_key(cfg),
         "round": rnd,
         "history": json.dumps(history),
+        "trace": json.dumps(list(trace)),
         "ledger": ledger,
         "server": server.state_dict(),
         "clients": [c.state_dict() for c in clients],
@@ -396,4 +401,6 @@ def load_checkpoint(path: Path, cfg, server, clients):
     server.load_state_dict(state["server"])
     for c, s in zip(clients, state["clients"]):
         c.load_state_dict(s)
-    return state["round"], json.loads(state["history"]), dict(state["ledger"])
+    trace = json.loads(state.get("trace", "[]"))
+    trace = [float("nan")] * (state["round"] - len(trace)) + trace  # checkpoints older than the trace
+    return state["round"], json.loads(state["history"]), dict(state["ledger"]), trace

@@ -1,9 +1,10 @@
 """Execution profiles of the book.
 
-``smoke``: CI, each chapter within 2 minutes on a 2-core CPU; ``book``: what the rendered
-book shows, each chapter within 10 minutes on that CPU (the default); ``paper``: the
-papers' scale, meant for a GPU.  Chapters read the profile from ``PFLBOOK_PROFILE`` in
-their ``parameters`` cell and pick values with :func:`pick`.
+``smoke``: CI, each chapter within 2 minutes on a 2-core CPU, computed live; ``book``: what
+the rendered book shows, at budgets where the headline runs have converged (the default): its
+runs come from the store committed under ``results/<chapter>/`` and only missing ones are
+computed; ``paper``: the papers' scale, meant for a GPU.  Chapters read the profile from
+``PFLBOOK_PROFILE`` in their ``parameters`` cell and pick values with :func:`pick`.
 """
 
 from __future__ import annotations
@@ -28,12 +29,33 @@ def pick(smoke, book, paper, profile: str | None = None):
     return {"smoke": smoke, "book": book, "paper": paper}[profile or current()]
 
 
-def store_for(chapter: str, profile: str | None = None) -> Path:
-    """The result store of a chapter at a profile: ``_build/store/<profile>/<chapter>`` in the
-    repository, or under ``$PFLBOOK_STORE_ROOT`` when set (``make test`` points nbval's
-    re-execution at an empty folder, so that it recomputes instead of reading back)."""
-    root = os.environ.get("PFLBOOK_STORE_ROOT") or Path(__file__).resolve().parent.parent / "_build" / "store"
-    return Path(root) / (profile or current()) / chapter
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED = ROOT / "results"  # the book profile's results, committed with the repository
+
+
+def fresh() -> bool:
+    """``PFLBOOK_FRESH=1`` (``make book FRESH=1``): recompute instead of reading the committed store."""
+    return os.environ.get("PFLBOOK_FRESH", "0").strip() not in ("", "0")
+
+
+def store_for(chapter: str, profile: str | None = None):
+    """The result store of a chapter at a profile (a :class:`~pflkit.experiments.Store`).
+
+    * ``$PFLBOOK_STORE_ROOT/<profile>/<chapter>`` when that variable is set (``make test``
+      points nbval's re-execution at an empty folder, so that it recomputes);
+    * at ``book``: the committed ``results/<chapter>/``, whose runs are reused whatever kit
+      sources made them (``make test``'s replay check re-runs a sample of them), unless
+      ``PFLBOOK_FRESH=1``;
+    * otherwise ``_build/store/<profile>/<chapter>``, reused only by the same kit sources.
+    """
+    from .experiments import Store
+
+    profile = profile or current()
+    if root := os.environ.get("PFLBOOK_STORE_ROOT"):
+        return Store(Path(root) / profile / chapter)
+    if profile == "book" and not fresh():
+        return Store(COMMITTED / chapter, reuse="any")
+    return Store(ROOT / "_build" / "store" / profile / chapter)
 
 
 def run_defaults(profile: str | None = None) -> dict:
