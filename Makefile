@@ -21,14 +21,18 @@ data: $(STAMP)
 
 # Execute every chapter at the `book` profile (re-executed when a chapter, pflkit or data/
 # changed) and build the HTML book into _build/html.
+# Runs come from the committed store under results/ (only missing ones are computed);
+# `make book FRESH=1` recomputes every run into _build/store/book/ instead.
+FRESH ?= 0
 book: data
-	PFLBOOK_PROFILE=book $(PY) tools/build_book.py --profile book
+	PFLBOOK_PROFILE=book PFLBOOK_FRESH=$(FRESH) $(PY) tools/build_book.py --profile book
 
 # Unit tests, every chapter at the `smoke` profile (papermill), nbval on the regression
 # cells, and a -W book build of the smoke outputs.
 test: data
 	$(PY) -m ruff check .
 	PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pflkit replay  # re-run the first rounds of 3 committed runs per chapter, sampled by commit
 	rm -rf $(CURDIR)/_build/store-nbval  # nbval re-executes the chapters from an empty store: it recomputes, not reads back
 	PFLBOOK_PROFILE=smoke PFLBOOK_STORE_ROOT=$(CURDIR)/_build/store-nbval $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env _build/smoke/stage/book
 	PFLBOOK_PROFILE=smoke $(PY) tools/build_book.py --profile smoke --no-execute

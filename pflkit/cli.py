@@ -1,4 +1,4 @@
-"""Command line: ``python -m pflkit {methods,datasets,fetch,partition,run,sweep,compare}``.
+"""Command line: ``python -m pflkit {methods,datasets,fetch,partition,run,sweep,compare,replay}``.
 
 Bad input ends with exit code 2 and one line on stderr (no traceback).
 """
@@ -68,7 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep_options(c)
     c.add_argument("--metric", default="mean_acc", help="mean_acc (default), pooled_acc, macro_f1, micro_f1")
     c.add_argument("--margin", type=float, default=None, help="claim 'no difference' within ±M points")
+
+    rp = sub.add_parser("replay", help="re-run the first rounds of a sample of stored runs and compare")
+    rp.add_argument("stores", nargs="*", help="store folders (default: every chapter's under results/)")
+    rp.add_argument("--sample", type=int, default=3, help="runs per store (default 3)")
+    rp.add_argument("--rounds", type=int, default=2, help="rounds replayed per run (default 2)")
+    rp.add_argument("--seed", type=int, default=None, help="sample seed (default: from the git commit)")
     return parser
+
+
+TRAINING_DEFAULTS = {"batch_size": 50, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0}
 
 
 def _add_run_options(r: argparse.ArgumentParser) -> None:
@@ -87,10 +96,11 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--sample-rate", type=float, default=1.0)
     r.add_argument("--local-epochs", type=int, default=None)
     r.add_argument("--local-steps", type=int, default=None)
-    r.add_argument("--batch-size", type=int, default=50)
-    r.add_argument("--lr", type=float, default=0.01)
-    r.add_argument("--momentum", type=float, default=0.9)
-    r.add_argument("--weight-decay", type=float, default=0.0)
+    # None: the method's own training setting (Method.training, e.g. pFedHN's authors'), else TRAINING_DEFAULTS
+    r.add_argument("--batch-size", type=int, default=None, help="default: the method's, else 50")
+    r.add_argument("--lr", type=float, default=None, help="default: the method's, else 0.01")
+    r.add_argument("--momentum", type=float, default=None, help="default: the method's, else 0.9")
+    r.add_argument("--weight-decay", type=float, default=None, help="default: the method's, else 0")
     r.add_argument("--eval-every", type=int, default=1)
     r.add_argument(
         "--eval-finetune-epochs",
@@ -206,17 +216,22 @@ def cmd_partition(args) -> None:
 
 def _config(args, method: str, options: dict):
     from .engine import RunConfig
+    from .methods import get_method
     from .profiles import run_defaults
 
     prof = run_defaults(args.profile)
+    own = get_method(method).training  # the method's setting for what the user left out
+    train = {
+        k: getattr(args, k) if getattr(args, k) is not None else own.get(k, d) for k, d in TRAINING_DEFAULTS.items()
+    }
+    local_steps = args.local_steps if args.local_steps is not None or args.local_epochs else own.get("local_steps")
     return RunConfig(
         method=method, dataset=args.dataset, partition=args.partition,
         clients=args.clients or prof["clients"], rounds=args.rounds or prof["rounds"], seed=args.seed,
         classes_per_client=args.classes_per_client, shares=tuple(args.shares), alpha=args.alpha,
         val_fraction=args.val_fraction, train_images=args.train_images, test_images=args.test_images,
         model=args.model, width=args.width, sample_rate=args.sample_rate,
-        local_epochs=args.local_epochs or prof["local_epochs"], local_steps=args.local_steps,
-        batch_size=args.batch_size, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay,
+        local_epochs=args.local_epochs or prof["local_epochs"], local_steps=local_steps, **train,
         eval_every=args.eval_every, eval_finetune_epochs=args.eval_finetune_epochs, device=args.device,
         checkpoint=getattr(args, "checkpoint", None), options=options,
     )  # fmt: skip
@@ -298,10 +313,53 @@ def cmd_run(args, extra: list[str]) -> None:
         Path(args.out).write_text(json.dumps(result, indent=1))
 
 
+def cmd_replay(args) -> None:
+    from .profiles import COMMITTED
+    from .replay import check, stores
+
+    paths = [Path(p) for p in args.stores] or stores(COMMITTED)
+    for p in paths:
+        if not p.is_dir():
+            raise PflkitError(f"no store folder {p}")
+    if not paths:
+        print(f"no stored runs under {COMMITTED}")
+        return
+    stale = [line for p in paths for line in check(p, args.sample, args.seed, args.rounds)]
+    if stale:
+        raise PflkitError("\n".join(stale))
+
+
+def method_help(parser: argparse.ArgumentParser, argv: list[str]) -> bool:
+    """``run METHOD --help`` (also sweep, compare): the command's help, then METHOD's options
+    and its training defaults.  False when argv asks for something else."""
+    from .methods import METHODS
+
+    if len(argv) < 2 or argv[0] not in ("run", "sweep", "compare") or not {"-h", "--help"} & set(argv):
+        return False
+    names = [n for a in argv[1:] if not a.startswith("-") for n in a.split(",") if n in METHODS]
+    if not names:
+        return False
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[argv[0]]
+    sub.print_help()
+    for name in dict.fromkeys(names):
+        m = METHODS[name]
+        print(f"\noptions of {name} ({m.summary}; {m.paper}):")
+        for k, (default, help_) in m.options.items():
+            print(f"  --{k.replace('_', '-'):22s} {help_} (default: {default})")
+        if m.training:
+            print(
+                f"  training defaults of {name} when not given: "
+                + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in m.training.items())
+            )
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         parser = build_parser()
+        if method_help(parser, argv):
+            return 0
         args, extra = parser.parse_known_args(argv)
         if args.command in ("run", "sweep", "compare"):
             {"run": cmd_run, "sweep": cmd_sweep, "compare": cmd_compare}[args.command](args, extra)
@@ -313,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
                 "datasets": cmd_datasets,
                 "fetch": cmd_fetch,
                 "partition": cmd_partition,
+                "replay": cmd_replay,
             }
             commands[args.command](args)
     except PflkitError as err:

@@ -246,13 +246,18 @@ def handshake(server, clients) -> int:
     return sum(nbytes(m) for m in uploads.values())
 
 
-def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, on_round=None, on_setup=None) -> dict:
+def run(
+    cfg: RunConfig, fed: Federation | None = None, progress: bool = False, on_round=None, on_setup=None,
+    stop_after: int | None = None,
+) -> dict:  # fmt: skip
     """Train ``cfg.method`` for ``cfg.rounds`` rounds; returns the result record (JSON-able).
 
     ``on_round(rnd, row, server, clients)`` is called after every evaluated round (for the
     book's figures: α heatmaps, embeddings, cluster assignments...); ``on_setup(server,
     clients)`` once before round 1, after the setup handshake (not when resuming from a
-    checkpoint), e.g. to record FeSEM's initial clustering.
+    checkpoint), e.g. to record FeSEM's initial clustering.  ``stop_after``: train only the
+    first rounds of the run ``cfg`` describes (the replay check; nothing else changes, so a
+    schedule that depends on ``cfg.rounds`` is the full run's).
     """
     if cfg.rounds < 1 or cfg.clients < 1 or not 0 < cfg.sample_rate <= 1 or cfg.eval_finetune_epochs < 0:
         raise PflkitError("rounds and clients must be >= 1, sample_rate in (0, 1] and eval_finetune_epochs >= 0")
@@ -278,6 +283,8 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
     else:
         bar = range(start, cfg.rounds)
     for rnd in bar:
+        if stop_after is not None and rnd >= stop_after:
+            break
         t_round = time.perf_counter()
         torch.manual_seed(derive_seed(cfg.seed, rnd, 1))
         m = max(1, int(round(cfg.sample_rate * len(train_ids))))
@@ -316,7 +323,20 @@ def run(cfg: RunConfig, fed: Federation | None = None, progress: bool = False, o
             save_checkpoint(ckpt, cfg, rnd + 1, history, ledger, server, clients, trace)
             timing["checkpoint_s"] += time.perf_counter() - t_ckpt
 
+    if not history:  # stopped (stop_after) before the first evaluation
+        return {"config": cfg.to_dict(), "history": [], "round_loss": trace}
     return make_result(cfg, fed, method, history, ledger, time.perf_counter() - t0, timing, trace)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (the replay check demands identical numbers only on the same model)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def make_result(cfg, fed, method, history, ledger, wall, timing, trace=()) -> dict:
@@ -345,6 +365,7 @@ def make_result(cfg, fed, method, history, ledger, wall, timing, trace=()) -> di
             "git_commit": git_commit(),
             "device": str(fed.device),
             "threads": torch.get_num_threads(),
+            "cpu": cpu_model(),
             "wall_time_s": round(wall, 3),
             "seed": cfg.seed,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),

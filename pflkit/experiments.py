@@ -256,7 +256,27 @@ def sweep(
         for key, (_, pairs) in todo.items():
             for pair in pairs:
                 records[pair] = finished[key]
+    _log_usage(store, records, todo)
     return SweepResult(records, list(arms), seeds, computed=len(todo), reused=reused)
+
+
+def _log_usage(store: Store, records: dict, todo: dict) -> None:
+    """With ``PFLBOOK_USAGE_LOG`` set (the book's build sets it per chapter), append which runs
+    came from the store (and the commits that made them) and how many were computed."""
+    log = os.environ.get("PFLBOOK_USAGE_LOG")
+    if not log:
+        return
+    made = {
+        r["key"]: r["provenance"].get("git_commit", "unknown")[:7] for r in records.values() if r["key"] not in todo
+    }
+    entry = {
+        "store": str(store.path),
+        "reused": sorted(made),
+        "commits": sorted(set(made.values())),
+        "computed": sorted(todo),
+    }
+    with open(log, "a") as f:
+        f.write(json.dumps(entry) + "\n")
 
 
 def _local_workers(workers: int | None, threads: int, n_runs: int) -> int:
@@ -459,6 +479,9 @@ class SweepResult:
             row |= {f"val_{m}": 100 * last[f"val_{m}"] for m in FINAL_METRICS if f"val_{m}" in last}
             row["best_val_round"] = r["best_by_val"]["round"]
             row["mean_acc@best_val"] = 100 * r["best_by_val"]["mean_acc"]
+            row["pooled_acc@best_val"] = 100 * r["best_by_val"]["pooled_acc"]
+            for m in ("mean_acc", "pooled_acc"):  # the round picked on the test set (PFLlib's, FL-bench's view)
+                row[f"{m}@best_test"] = 100 * max(h[m] for h in r["history"])
             gain = r["improving"] if "improving" in r else improvement(r["history"], r["config"]["rounds"])
             row["gain_last_fifth"] = gain
             row["still_improving"] = still_improving(gain)

@@ -148,6 +148,23 @@ def test_spectral_norm_sends_and_differentiates_the_same_theta(tiny_fed):
     assert sent_equals_differentiated()
 
 
+def test_spectral_norm_can_spare_the_heads(tiny_fed):
+    from torch.nn.utils import parametrize
+
+    def normed(option):
+        cfg = tiny_config(method="pfedhn", options={"spectral_norm": option})
+        hn = build(cfg, tiny_fed(cfg))[2].hn
+        mlp = [parametrize.is_parametrized(m) for m in hn.mlp if isinstance(m, torch.nn.Linear)]
+        heads = [parametrize.is_parametrized(h) for hs in hn.heads.values() for h in hs]
+        return all(mlp), any(mlp), all(heads), any(heads)
+
+    assert normed(0) == (False, False, False, False)
+    assert normed(1) == (True, True, True, True)
+    assert normed(2) == (True, True, False, False)  # the MLP normalised, the heads as they are
+    with pytest.raises(PflkitError, match="spectral_norm"):
+        normed(3)
+
+
 def test_widths_run_through_the_engine():
     g = torch.Generator().manual_seed(0)
     n = 120

@@ -39,6 +39,7 @@ def chapters() -> list[Path]:
 
 def newest_input(nb: Path) -> float:
     deps = [nb] + list((ROOT / "pflkit").rglob("*.py")) + list((ROOT / "data").rglob("*.csv"))
+    deps += list((ROOT / "results" / nb.stem).glob("*.json"))  # the chapter's committed runs
     return max(p.stat().st_mtime for p in deps)
 
 
@@ -64,6 +65,9 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None) ->
             print(f"[{profile}] executing {rel} ...", flush=True)
             t0 = time.perf_counter()
             failed = out.with_name(out.stem + ".failed.ipynb")  # a failed run must never look up to date
+            usage = out.with_name(out.stem + ".usage.jsonl")  # which runs came from the store (pflkit sweeps append)
+            usage.unlink(missing_ok=True)
+            os.environ["PFLBOOK_USAGE_LOG"] = str(usage)
             try:
                 pm.execute_notebook(
                     str(nb), str(failed), cwd=str(nb.parent), kernel_name="python3", progress_bar=False,
@@ -81,6 +85,7 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None) ->
                 "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "commit": git_commit(),
                 "device": device_name(),
+                **store_usage(usage),
             }
             report_path.write_text(json.dumps(report, indent=1))
     finally:
@@ -89,6 +94,28 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None) ->
         else:
             os.environ["PFLBOOK_PROFILE"] = env_profile
     return report
+
+
+def store_usage(log: Path) -> dict:
+    """Runs a chapter read from its store (distinct, and the commits that made them) and computed."""
+    entries = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    reused = {k for e in entries for k in e["reused"]}
+    computed = {k for e in entries for k in e["computed"]}
+    commits = sorted({c for e in entries for c in e["commits"]})
+    stores = sorted(
+        {
+            Path(e["store"]).resolve().relative_to(ROOT).as_posix()
+            if Path(e["store"]).resolve().is_relative_to(ROOT)
+            else e["store"]
+            for e in entries
+        }
+    )
+    return {
+        "runs_from_store": len(reused - computed),
+        "runs_computed": len(computed),
+        "store_commits": commits,
+        "stores": stores,
+    }
 
 
 def git_commit() -> str:
@@ -131,11 +158,19 @@ def write_report_page(stage: Path, profile: str) -> None:
         f"Every chapter of this build was executed with the **`{profile}`** profile just before the",
         "HTML was built; the numbers and figures in it come from that execution.",
         "",
-        "| chapter | profile | wall time (s) | finished | commit | device |",
-        "|---|---|---|---|---|---|",
+        "Runs *from the store* were read back from the chapter's result store (at `book`, the store",
+        "committed under `results/`, made by the commits listed); runs *computed* were trained during",
+        "this execution.",
+        "",
+        "| chapter | profile | wall time (s) | runs from store | runs computed | store commits | finished | commit | device |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for rel, r in sorted(report.items()):
-        lines.append(f"| `{rel}` | {r['profile']} | {r['wall_s']} | {r['finished']} | {r['commit']} | {r['device']} |")
+        commits = ", ".join(r.get("store_commits", [])) or "–"
+        lines.append(
+            f"| `{rel}` | {r['profile']} | {r['wall_s']} | {r.get('runs_from_store', '–')} | {r.get('runs_computed', '–')} "
+            f"| {commits} | {r['finished']} | {r['commit']} | {r['device']} |"
+        )
     total = sum(r["wall_s"] for r in report.values())
     lines += ["", f"Total execution time: {total:.0f} s.", ""]
     (stage / "book" / "report.md").write_text("\n".join(lines))

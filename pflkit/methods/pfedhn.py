@@ -60,9 +60,10 @@ class HyperNetwork(nn.Module):
     the heads read its last (not rectified) output.
     """
 
-    def __init__(self, n_clients, embed_dim, targets, hidden=100, layers=3, spectral=False):
+    def __init__(self, n_clients, embed_dim, targets, hidden=100, layers=3, spectral=0):
         super().__init__()
-        sn = _spectral_norm if spectral else (lambda m: m)  # C.3: spectral norm on every layer
+        sn = _spectral_norm if spectral else (lambda m: m)  # C.3: spectral norm on every layer ...
+        sn_head = sn if spectral == 1 else (lambda m: m)  # ... or (2) on the MLP only, sparing the heads
         self.embeddings = nn.Embedding(n_clients, embed_dim)  # v_1..v_n, N(0, 1) initialised
         body: list[nn.Module] = [sn(nn.Linear(embed_dim, hidden))]
         for _ in range(layers):
@@ -70,7 +71,7 @@ class HyperNetwork(nn.Module):
         self.mlp = nn.Sequential(*body)
         self.targets = {g: [(k, torch.Size(s)) for k, s in t] for g, t in targets.items()}
         self.heads = nn.ModuleDict(
-            {g: nn.ModuleList(sn(nn.Linear(hidden, s.numel())) for _, s in t) for g, t in self.targets.items()}
+            {g: nn.ModuleList(sn_head(nn.Linear(hidden, s.numel())) for _, s in t) for g, t in self.targets.items()}
         )
 
     def forward(self, cid: int, group: str = DEFAULT) -> dict[str, torch.Tensor]:
@@ -116,6 +117,8 @@ class PFedHNServer(Server):
             g: [(k, p.shape) for k, p in net.named_parameters() if k.startswith(self.generated_prefix)]
             for g, net in groups.items()
         }
+        if opts["spectral_norm"] not in (0, 1, 2):
+            raise PflkitError(f"spectral_norm must be 0, 1 or 2, not {opts['spectral_norm']!r}")
         if opts["embedding"] not in EMBEDDINGS:
             raise PflkitError(f"embedding must be one of {', '.join(EMBEDDINGS)}, not {opts['embedding']!r}")
         embed_dim = opts["embed_dim"] or int(1 + n_clients / 4)  # ⌊1 + n/4⌋ (§5)
@@ -123,7 +126,7 @@ class PFedHNServer(Server):
             embed_dim = model.head.out_features
         device = next(model.parameters()).device
         self.hn = HyperNetwork(
-            n_clients, embed_dim, targets, opts["hn_hidden"], opts["hn_layers"], bool(opts["spectral_norm"])
+            n_clients, embed_dim, targets, opts["hn_hidden"], opts["hn_layers"], int(opts["spectral_norm"])
         ).to(device)
         self.hn.eval()  # spectral norm: power iterations only in refresh_spectral_norm()
         emb = self.hn.embeddings.weight
@@ -288,6 +291,11 @@ def train_novel_embedding(server: PFedHNServer, client: Client, steps: int, lr: 
 # ----------------------------------------------------------------------------- registration
 
 
+# the authors' client optimiser and local steps (their code; the paper is silent): SGD, lr 5e-3,
+# momentum 0.9, weight decay 5e-5, batch 64, K = 50
+AUTHORS_TRAINING = {"lr": 5e-3, "momentum": 0.9, "weight_decay": 5e-5, "batch_size": 64, "local_steps": 50}
+
+
 def _options(hn_lr: float) -> dict[str, tuple]:
     return {
         "embed_dim": (0, "client embedding dimension (0: ⌊1 + n/4⌋, n = number of clients)"),
@@ -298,7 +306,7 @@ def _options(hn_lr: float) -> dict[str, tuple]:
         "hn_optimizer": ("sgd", "sgd (momentum 0.9) or adam"),
         "hn_wd": (1e-3, "weight decay of the hypernetwork optimizer"),
         "hn_clip": (50.0, "clip the server's gradient norm (0: no clipping)"),
-        "spectral_norm": (0, "1: spectral normalisation of the hypernetwork's layers (App. C.3)"),
+        "spectral_norm": (0, "spectral normalisation (App. C.3): 1 on every layer, 2 on the MLP but not the heads"),
         "embedding": ("trainable", "client embeddings: trainable, random (frozen) or proportions (frozen p̂_i, C.5)"),
         "widths": ("", "LeNet widths of client groups, e.g. S,M,L (Table 2); empty: the run's width"),
     }
@@ -313,6 +321,7 @@ register(
         "Shamsian et al. 2021",
         options=_options(1e-2),  # the authors' defaults: α = 1e-2 (pFedHN), 5e-2 (pFedHN-PC)
         client_width=client_width,
+        training=AUTHORS_TRAINING,
     )
 )
 register(
@@ -324,5 +333,6 @@ register(
         "Shamsian et al. 2021",
         options=_options(5e-2),
         client_width=client_width,
+        training=AUTHORS_TRAINING,
     )
 )

@@ -1,0 +1,124 @@
+"""The committed store and its replay check; the CLI's per-method training defaults and help."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+from pflkit import experiments as ex
+from pflkit import profiles, replay
+from pflkit.engine import run
+from tests.conftest import tiny_config
+
+
+def stored(tmp_path, **kw):
+    """A store holding one tiny FedAvg run (evaluated every round) and that run's record."""
+    res = ex.sweep({"FedAvg": tiny_config(rounds=3, **kw)}, [0], tmp_path / "store", workers=1, progress=False)
+    return ex.Store(tmp_path / "store"), res["FedAvg", 0]
+
+
+def tamper(store, record, edit):
+    record = json.loads(json.dumps(record))
+    edit(record)
+    store.put(record["key"], record)
+    return record
+
+
+def test_stop_after_trains_the_first_rounds_of_the_same_run(tiny_fed):
+    cfg = tiny_config(rounds=4, eval_every=2)
+    full = run(cfg, tiny_fed(cfg))
+    first = run(cfg, tiny_fed(cfg), stop_after=2)
+    assert len(full["round_loss"]) == 4 and first["round_loss"] == full["round_loss"][:2]
+    assert first["history"] == [] or first["history"][0]["mean_acc"] == full["history"][0]["mean_acc"]
+    assert run(cfg, tiny_fed(cfg), stop_after=1)["history"] == []  # stopped before the first evaluation
+
+
+def test_a_stored_run_replays_identically(tmp_path):
+    store, rec = stored(tmp_path)
+    assert replay.exact_expected(rec) and rec["provenance"]["cpu"]
+    assert replay.replay(rec) == []
+    assert replay.check(store.path, k=3, seed=0, log=lambda _: None) == []
+
+
+def test_a_changed_number_is_a_stale_run(tmp_path):
+    store, rec = stored(tmp_path)
+    bad = tamper(store, rec, lambda r: r["round_loss"].__setitem__(1, r["round_loss"][1] * (1 + 1e-12)))
+    assert replay.replay(bad) and "round 2 training loss" in replay.replay(bad)[0]
+    bad = tamper(store, rec, lambda r: r["history"][0].__setitem__("val_mean_acc", 0.0))
+    (line,) = replay.check(store.path, k=3, seed=0, log=lambda _: None)
+    assert "stale run" in line and rec["key"] in line and "val_mean_acc" in line and "make book" in line
+    r = subprocess.run([sys.executable, "-m", "pflkit", "replay", str(store.path)], capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "stale run" in r.stderr
+
+
+def test_elsewhere_numbers_agree_within_the_stated_tolerance(tmp_path):
+    store, rec = stored(tmp_path)
+
+    def other_cpu(scale):
+        def edit(r):
+            r["provenance"]["cpu"] = "some other CPU"
+            r["round_loss"][0] *= 1 + scale
+            r["history"][0]["val_mean_acc"] += scale
+
+        return tamper(store, rec, edit)
+
+    assert not replay.exact_expected(other_cpu(1e-6))
+    assert replay.replay(other_cpu(1e-6)) == []  # last-bit differences of another CPU pass
+    assert replay.replay(other_cpu(1e-1))  # a real difference does not
+
+
+def test_runs_without_a_loss_trace_cannot_be_replayed(tmp_path):
+    store, rec = stored(tmp_path)
+    rec = dict(rec)
+    del rec["round_loss"]
+    assert "no per-round training loss" in replay.replay(rec)[0]
+
+
+def test_config_round_trips_and_the_sample_follows_the_seed(tmp_path):
+    store, rec = stored(tmp_path)
+    cfg = replay.config_of(rec)
+    assert cfg == dataclasses.replace(tiny_config(rounds=3), checkpoint=None)
+    keys = [f"run-{i}" for i in range(10)]
+    store_like = SimpleNamespace(keys=lambda: keys)
+    a, b = replay.sample(store_like, 3, 1), replay.sample(store_like, 3, 2)
+    assert len(a) == 3 and set(a) <= set(keys) and a == replay.sample(store_like, 3, 1) and a != b
+
+
+def test_book_profile_reads_the_committed_store(monkeypatch, tmp_path):
+    monkeypatch.delenv("PFLBOOK_STORE_ROOT", raising=False)
+    monkeypatch.delenv("PFLBOOK_FRESH", raising=False)
+    book = profiles.store_for("pfedhn", "book")
+    assert book.path == profiles.COMMITTED / "pfedhn" and book.reuse == "any"
+    smoke = profiles.store_for("pfedhn", "smoke")
+    assert smoke.path.parts[-3:] == ("store", "smoke", "pfedhn") and smoke.reuse == "same-code"
+    monkeypatch.setenv("PFLBOOK_FRESH", "1")  # make book FRESH=1: recompute, do not read results/
+    assert profiles.store_for("pfedhn", "book").path.parts[-3:] == ("store", "book", "pfedhn")
+    monkeypatch.setenv("PFLBOOK_STORE_ROOT", str(tmp_path))
+    assert profiles.store_for("pfedhn", "book").path == tmp_path / "book" / "pfedhn"
+
+
+def test_pfedhn_runs_with_the_authors_client_optimiser_unless_told_otherwise():
+    from pflkit.cli import _config, build_parser
+
+    def cfg(*extra):
+        args, _ = build_parser().parse_known_args(["run", "pfedhn", "--dataset", "digits", *extra])
+        return _config(args, args.method, {})
+
+    c = cfg()
+    assert (c.lr, c.momentum, c.weight_decay, c.batch_size, c.local_steps) == (5e-3, 0.9, 5e-5, 64, 50)
+    c = cfg("--lr", "0.1", "--local-epochs", "1")
+    assert (c.lr, c.batch_size, c.local_steps, c.local_epochs) == (0.1, 64, None, 1)
+    args, _ = build_parser().parse_known_args(["run", "fedavg", "--dataset", "digits"])
+    c = _config(args, "fedavg", {})
+    assert (c.lr, c.batch_size, c.weight_decay, c.local_steps) == (0.01, 50, 0.0, None)
+
+
+def test_run_method_help_lists_the_methods_options():
+    r = subprocess.run([sys.executable, "-m", "pflkit", "run", "pfedhn", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0
+    assert "--hn-lr" in r.stdout and "--spectral-norm" in r.stdout and "--lr 0.005" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "pflkit", "run", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "--hn-lr" not in r.stdout
