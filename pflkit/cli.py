@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="train a method and write the result JSON")
     r.add_argument("method")
     _add_run_options(r)
-    r.add_argument("--checkpoint", default=None, help="checkpoint file, written after every evaluated round and resumed from")
+    r.add_argument(
+        "--checkpoint", default=None, help="checkpoint file, written after every evaluated round and resumed from"
+    )
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--out", default=None)
 

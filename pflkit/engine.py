@@ -44,6 +44,11 @@ class RunConfig:
     shares: tuple[float, float] = (0.4, 0.6)
     alpha: float = 0.5
     val_fraction: float = 0.1
+    # held-out novel clients (dirichlet-normalized only, pFedHN §5.3): the last ``novel_clients``
+    # clients never train; their label mixes are drawn with ``novel_alpha`` (one value, or one per
+    # equal consecutive group of novel clients)
+    novel_clients: int = 0
+    novel_alpha: tuple[float, ...] | None = None
     # a stratified random subset of the dataset's official train / test images (None: all of
     # them), drawn with a fixed seed: the same images for every run seed
     train_images: int | None = None
@@ -70,6 +75,7 @@ class RunConfig:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["shares"] = list(self.shares)
+        d["novel_alpha"] = None if self.novel_alpha is None else list(self.novel_alpha)
         return d
 
 
@@ -109,6 +115,7 @@ class Federation:
         part = partition_dataset(
             ds, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,
             shares=tuple(cfg.shares), alpha=cfg.alpha, val_fraction=cfg.val_fraction,
+            novel_clients=cfg.novel_clients, novel_alpha=None if cfg.novel_alpha is None else list(cfg.novel_alpha),
         )  # fmt: skip
         return cls(ds, part, pick_device(cfg.device))
 
@@ -262,6 +269,7 @@ def run(
     if cfg.rounds < 1 or cfg.clients < 1 or not 0 < cfg.sample_rate <= 1 or cfg.eval_finetune_epochs < 0:
         raise PflkitError("rounds and clients must be >= 1, sample_rate in (0, 1] and eval_finetune_epochs >= 0")
     t0 = time.perf_counter()
+    commit = git_commit()  # the sources this run starts from (a long run may outlive the checkout's HEAD)
     fed, method, server, clients = build(cfg, fed)
     train_ids = [i for i in range(len(clients)) if i not in set(fed.partition.novel)]
     history: list[dict] = []
@@ -325,7 +333,7 @@ def run(
 
     if not history:  # stopped (stop_after) before the first evaluation
         return {"config": cfg.to_dict(), "history": [], "round_loss": trace}
-    return make_result(cfg, fed, method, history, ledger, time.perf_counter() - t0, timing, trace)
+    return make_result(cfg, fed, method, history, ledger, time.perf_counter() - t0, timing, trace, commit)
 
 
 def cpu_model() -> str:
@@ -339,7 +347,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def make_result(cfg, fed, method, history, ledger, wall, timing, trace=()) -> dict:
+def make_result(cfg, fed, method, history, ledger, wall, timing, trace=(), commit=None) -> dict:
     last = history[-1]
     with_val = [h for h in history if "val_mean_acc" in h]
     best = max(with_val, key=lambda h: h["val_mean_acc"]) if with_val else last
@@ -362,7 +370,7 @@ def make_result(cfg, fed, method, history, ledger, wall, timing, trace=()) -> di
             "pflkit": __version__,
             "torch": torch.__version__,
             "python": platform.python_version(),
-            "git_commit": git_commit(),
+            "git_commit": commit or git_commit(),
             "device": str(fed.device),
             "threads": torch.get_num_threads(),
             "cpu": cpu_model(),
@@ -378,7 +386,13 @@ def make_result(cfg, fed, method, history, ledger, wall, timing, trace=()) -> di
 
 # fields added to RunConfig after checkpoints and stored runs existed: left out of their keys at
 # these defaults, so that earlier files keep their meaning
-LATER_FIELDS = {"eval_finetune_epochs": 0, "train_images": None, "test_images": None}
+LATER_FIELDS = {
+    "eval_finetune_epochs": 0,
+    "train_images": None,
+    "test_images": None,
+    "novel_clients": 0,
+    "novel_alpha": None,
+}
 
 
 def _ckpt_key(cfg: RunConfig) -> str:

@@ -160,6 +160,7 @@ def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | Non
     its record there.  Runs in a worker process (or in-process for one worker)."""
     store = Store(store_path)
     key = run_key(cfg, threads)
+    code = code_version()  # the sources this run starts from
     previous = torch.get_num_threads()
     _set_threads(threads)
     try:
@@ -181,7 +182,7 @@ def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | Non
     finally:
         _set_threads(previous)
     record["config"]["checkpoint"] = None
-    record["provenance"]["code"] = code_version()
+    record["provenance"]["code"] = code
     record["key"] = key
     record["canonical"] = canonical(cfg, threads)
     record["improving"] = improvement(record["history"], cfg.rounds)
@@ -248,6 +249,7 @@ def sweep(
                 todo.setdefault(key, (c, []))[1].append((name, seed))
     reused = len({r["key"] for r in records.values()})
     if todo:
+        code_version()  # hashed now, before workers fork: every run records the sources the sweep started from
         n_local = _local_workers(workers, threads, len(todo)) if executor is None else None
         if executor is None:  # read once here: a missing dataset fails now, and forked workers share it
             for name in sorted({c.dataset for c, _ in todo.values()}):

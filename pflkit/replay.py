@@ -46,6 +46,8 @@ def config_of(record: dict) -> RunConfig:
     if unknown:
         raise PflkitError(f"run {record.get('key', '?')} has config fields this kit lacks: {', '.join(unknown)}")
     d["shares"] = tuple(d.get("shares", (0.4, 0.6)))
+    if d.get("novel_alpha") is not None:
+        d["novel_alpha"] = tuple(d["novel_alpha"])
     d["checkpoint"] = None
     return RunConfig(**d)
 

@@ -122,3 +122,17 @@ def test_run_method_help_lists_the_methods_options():
     assert "--hn-lr" in r.stdout and "--spectral-norm" in r.stdout and "--lr 0.005" in r.stdout
     r = subprocess.run([sys.executable, "-m", "pflkit", "run", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "--hn-lr" not in r.stdout
+
+
+def test_novel_clients_are_part_of_a_config_and_never_train():
+    from pflkit.engine import Federation
+
+    cfg = tiny_config(partition="dirichlet-normalized", alpha=0.5, clients=6, novel_clients=2, novel_alpha=(0.1, 1.0))
+    fed = Federation.from_config(cfg)
+    assert fed.partition.novel == [4, 5] and fed.partition.params["novel_alpha"] == [0.1, 1.0]
+    rec = run(cfg, fed)
+    assert len(rec["final"]["per_client_acc"]) == 4  # only the training clients are evaluated
+    assert replay.config_of(json.loads(json.dumps(rec))) == dataclasses.replace(cfg, checkpoint=None)
+    plain = tiny_config()
+    assert ex.run_key(plain, 1) == ex.run_key(dataclasses.replace(plain, novel_clients=0, novel_alpha=None), 1)
+    assert "novel_clients" not in ex.canonical(plain, 1)  # earlier stored runs keep their keys
