@@ -27,8 +27,9 @@ FRESH ?= 0
 book: data
 	PFLBOOK_PROFILE=book PFLBOOK_FRESH=$(FRESH) $(PY) tools/build_book.py --profile book
 
-# Unit tests, every chapter at the `smoke` profile (papermill), nbval on the regression
-# cells, and a -W book build of the smoke outputs.
+# Unit tests, the replay check of the committed store, every chapter at the `smoke` profile
+# (papermill), nbval on the regression cells, a -W book build of the smoke outputs, and the
+# browser check of every built page.
 test: data
 	$(PY) -m ruff check .
 	PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider tests
@@ -36,6 +37,7 @@ test: data
 	rm -rf $(CURDIR)/_build/store-nbval  # nbval re-executes the chapters from an empty store: it recomputes, not reads back
 	PFLBOOK_PROFILE=smoke PFLBOOK_STORE_ROOT=$(CURDIR)/_build/store-nbval $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env _build/smoke/stage/book
 	PFLBOOK_PROFILE=smoke $(PY) tools/build_book.py --profile smoke --no-execute
+	$(PY) tools/browser_check.py _build/smoke/_build/html  # headless Chromium, offline: math, images, errors, report
 
 unit: $(STAMP)
 	$(PY) -m pytest -q -m "not notebooks" tests

@@ -144,9 +144,26 @@ def stage_sources(profile: str) -> Path:
             shutil.copy2(src, stage / name)
     cfg = yaml.safe_load((stage / "_config.yml").read_text())
     cfg.setdefault("execute", {})["execute_notebooks"] = "off"
+    buttons_need_repository(cfg)
     (stage / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     write_report_page(stage, profile)
     return stage
+
+
+def buttons_need_repository(cfg: dict) -> None:
+    """Without a repository URL (``repository.url`` in _config.yml) the repository, issue and
+    launch buttons would point nowhere: hide them."""
+    if (cfg.get("repository") or {}).get("url"):
+        return
+    cfg.pop("repository", None)
+    cfg["html"] = {**cfg.get("html", {}), "use_repository_button": False, "use_issues_button": False,
+                   "use_edit_page_button": False}  # fmt: skip
+    cfg["launch_buttons"] = {
+        "notebook_interface": "classic",
+        "binderhub_url": "",
+        "colab_url": "",
+        "jupyterhub_url": "",
+    }
 
 
 def write_report_page(stage: Path, profile: str) -> None:

@@ -1,0 +1,195 @@
+"""Open every page of a built book in headless Chromium, offline, and check what a reader sees.
+
+    python tools/browser_check.py _build/smoke/_build/html [--screenshots _build/screenshots]
+
+For each page, loaded from disk with networking disabled (every host resolves to nothing, every
+proxy request fails):
+
+* the page loads;
+* the math renderer finished and no raw TeX delimiters remain in the rendered text (code blocks
+  excluded);
+* every ``<img>`` has loaded (natural width > 0);
+* no cell shows an error or a traceback;
+* and the execution report lists every chapter with its profile and wall time.
+
+One line per failure, naming the page; exit 1 if any.  Chromium and chromedriver come from
+Debian (``chromium``, ``chromium-driver``): when missing, they are installed with apt if this runs
+as root, otherwise the check is skipped with one line saying why (exit 0).  Screenshots of a
+derivation and a figure go to ``--screenshots`` for a human to look at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("chromium", "chromium-driver")
+RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\\begin\{|\\frac\b|\\sum\b|\\mathcal\b|\\lVert\b|\$\$")
+SCREENSHOTS = {"derivation": ("book/pfedhn.html", "derivation"), "figure": ("book/basics.html", "accuracy-over-rounds")}
+
+# the page's visible text without code, scripts and rendered math (whose assistive copy is text)
+VISIBLE_TEXT = """
+const body = document.body.cloneNode(true);
+body.querySelectorAll('pre, code, script, style, mjx-container, .MathJax, .highlight, textarea')
+    .forEach(e => e.remove());
+return body.innerText;
+"""
+BROKEN_IMAGES = """
+return Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0))
+    .map(i => i.getAttribute('src') || '(no src)');
+"""
+ERRORS = """
+const bad = Array.from(document.querySelectorAll('.output.traceback, .output.error, .cell_output .traceback'));
+const text = Array.from(document.querySelectorAll('.cell_output')).map(e => e.innerText).join('\\n');
+return bad.length + (text.includes('Traceback (most recent call last)') ? 1 : 0);
+"""
+MATH_DONE = """
+const done = arguments[arguments.length - 1];
+if (!window.MathJax || !MathJax.startup || !MathJax.startup.promise) { done(window.MathJax ? 'loading' : 'absent'); return; }
+MathJax.startup.promise.then(() => done('done'), e => done('failed: ' + e));
+"""
+
+
+def find(*names: str) -> str | None:
+    for name in names:
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+def chromium() -> tuple[str, str] | str:
+    """(browser, driver) paths, installing them with apt when missing and root; else why not."""
+    browser, driver = find("chromium", "chromium-browser"), find("chromedriver")
+    if browser and driver:
+        return browser, driver
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return (
+            "chromium/chromedriver are missing and this is not root with apt-get (apt install chromium chromium-driver)"
+        )
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    r = subprocess.run(["apt-get", "install", "-y", "-q", *PACKAGES], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)
+        r = subprocess.run(["apt-get", "install", "-y", "-q", *PACKAGES], capture_output=True, text=True, env=env)
+    browser, driver = find("chromium", "chromium-browser"), find("chromedriver")
+    if browser and driver:
+        return browser, driver
+    return f"apt-get could not install {' '.join(PACKAGES)}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
+
+
+def open_browser(browser: str, driver: str):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = browser
+    for arg in (
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600",
+        "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+        "--allow-file-access-from-files",
+    ):  # fmt: skip
+        opts.add_argument(arg)
+    d = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
+    d.set_page_load_timeout(60)
+    d.set_script_timeout(60)
+    return d
+
+
+def chapters() -> list[str]:
+    """The notebook chapters of the table of contents (``book/basics``...)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
+    return [f for f in files if (ROOT / f"{f}.ipynb").exists()]
+
+
+def check_page(d, html: Path, page: Path) -> list[str]:
+    rel = page.relative_to(html).as_posix()
+    try:
+        d.get(page.as_uri())
+    except Exception as err:  # noqa: BLE001  (selenium raises many kinds)
+        return [f"{rel}: did not load ({type(err).__name__})"]
+    problems = []
+    deadline = time.monotonic() + 30  # a redirecting page (index.html) or late resources: wait, then judge
+    while d.execute_script("return document.readyState") != "complete" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if d.execute_script("return document.readyState") != "complete":
+        problems.append(f"{rel}: did not finish loading within 30 s")
+    has_math = d.execute_script("return document.querySelector('.math, .MathJax, mjx-container') !== null")
+    state = d.execute_async_script(MATH_DONE)
+    if has_math and state != "done":
+        problems.append(f"{rel}: the math renderer did not run ({state})")
+    raw = RAW_TEX.findall(d.execute_script(VISIBLE_TEXT) or "")
+    if raw:
+        problems.append(f"{rel}: {len(raw)} raw TeX fragment(s) in the rendered text, e.g. {raw[0]!r}")
+    broken = d.execute_script(BROKEN_IMAGES)
+    if broken:
+        problems.append(f"{rel}: {len(broken)} image(s) did not load, e.g. {broken[0]}")
+    errors = d.execute_script(ERRORS)
+    if errors:
+        problems.append(f"{rel}: {errors} cell(s) show an error or a traceback")
+    return problems
+
+
+def check_report(d, html: Path) -> list[str]:
+    page = html / "book" / "report.html"
+    if not page.exists():
+        return ["book/report.html: the execution report page is missing"]
+    d.get(page.as_uri())
+    rows = d.execute_script("return Array.from(document.querySelectorAll('tr')).map(r => r.innerText)")
+    problems = []
+    for ch in chapters():
+        row = next((r for r in rows if f"{ch}.ipynb" in r), None)
+        if row is None:
+            problems.append(f"book/report.html: no row for {ch}.ipynb")
+        elif not re.search(r"\b(smoke|book|paper)\b", row) or not re.search(r"\d+\.\d", row):
+            problems.append(f"book/report.html: the row of {ch}.ipynb lacks its profile or wall time")
+    return problems
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("html", type=Path, help="the built book's html folder")
+    ap.add_argument("--screenshots", type=Path, default=ROOT / "_build" / "screenshots")
+    args = ap.parse_args()
+    html = args.html.resolve()
+    if not (html / "index.html").exists():
+        print(f"error: no built book at {html} (index.html missing)", file=sys.stderr)
+        return 2
+    found = chromium()
+    if isinstance(found, str):
+        print(f"browser check skipped: {found}")
+        return 0
+    t0 = time.perf_counter()
+    pages = sorted(p for p in html.rglob("*.html") if "_static" not in p.parts and "_sources" not in p.parts)
+    d = open_browser(*found)
+    try:
+        problems = [line for page in pages for line in check_page(d, html, page)]
+        problems += check_report(d, html)
+        args.screenshots.mkdir(parents=True, exist_ok=True)
+        for name, (rel, anchor) in SCREENSHOTS.items():
+            if (html / rel).exists():
+                d.get(f"{(html / rel).as_uri()}#{anchor}")
+                d.execute_async_script(MATH_DONE)
+                d.save_screenshot(str(args.screenshots / f"{name}.png"))
+    finally:
+        d.quit()
+    for line in problems:
+        print(line)
+    print(
+        f"browser check: {len(pages)} pages, {len(problems)} problem(s), offline, {time.perf_counter() - t0:.0f} s; "
+        f"screenshots in {args.screenshots}"
+    )
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
