@@ -300,9 +300,15 @@ def run(
         selected = sorted(train_ids[i] for i in pick)
         uploads, losses = {}, []
         for cid in selected:
+            clients[cid].generator.manual_seed(derive_seed(cfg.seed, rnd, 3, cid))
+            pre = server.pre_message(cid, rnd)
+            if pre is not None:  # a two-step round: the client asks for what it needs (FedMN's active blocks)
+                ledger["bytes_down"] += nbytes(pre)
+                request = clients[cid].request(pre, rnd)
+                ledger["bytes_up"] += nbytes(request)
+                server.receive_request(cid, request, rnd)
             msg = server.message_for(cid, rnd)
             ledger["bytes_down"] += nbytes(msg)
-            clients[cid].generator.manual_seed(derive_seed(cfg.seed, rnd, 3, cid))
             reply = clients[cid].train_round(msg, rnd)
             losses.append(reply.pop("_loss", float("nan")))
             ledger["bytes_up"] += nbytes(reply)

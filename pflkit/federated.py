@@ -170,6 +170,11 @@ class Client:
         initial local model); ``None``: nothing.  The engine counts its bytes up."""
         return None
 
+    def request(self, message: Message, rnd: int) -> Message:
+        """A two-step round (when the server has a :meth:`Server.pre_message`): what this client
+        asks for, given that first message (FedMN: the blocks its routing decision activates)."""
+        raise NotImplementedError
+
     def train_round(self, message: Message, rnd: int) -> Message:
         raise NotImplementedError
 
@@ -262,6 +267,15 @@ class Server:
 
     def setup(self, uploads: dict[int, Message]) -> None:
         """Receive the clients' :meth:`Client.setup_message` replies (all clients, once)."""
+
+    def pre_message(self, cid: int, rnd: int) -> Message | None:
+        """A first message of a two-step round (``None``: a one-step round, the default).  The
+        client answers it with :meth:`Client.request`, which :meth:`receive_request` gets before
+        :meth:`message_for` is asked; the engine counts the bytes of both."""
+        return None
+
+    def receive_request(self, cid: int, request: Message, rnd: int) -> None:
+        """The reply of client ``cid`` to :meth:`pre_message`."""
 
     def message_for(self, cid: int, rnd: int) -> Message:
         """What the server sends to client ``cid`` at the start of round ``rnd``."""

@@ -18,7 +18,7 @@ DISPLAY = {
     "local": "Local", "fedavg": "FedAvg", "fedavg-ft": "FedAvg + FT", "fedsgd": "FedSGD", "fedprox": "FedProx",
     "fedper": "FedPer", "lg-fedavg": "LG-FedAvg", "ditto": "Ditto", "pfedme": "pFedMe", "perfedavg": "Per-FedAvg",
     "pfedhn": "pFedHN", "pfedhn-pc": "pFedHN-PC", "pfedmb": "pFedMB", "ifca": "IFCA", "fedamp": "FedAMP",
-    "fedfomo": "FedFomo", "fesem": "FeSEM", "cfl": "CFL", "feddist": "FedDist",
+    "fedfomo": "FedFomo", "fesem": "FeSEM", "cfl": "CFL", "feddist": "FedDist", "fedem": "FedEM", "fedmn": "FedMN",
 }  # fmt: skip
 
 
@@ -80,7 +80,9 @@ from . import (  # noqa: E402, F401
     fedavg,
     fedavg_ft,
     feddist,
+    fedem,
     fedfomo,
+    fedmn,
     fedper,
     fedprox,
     fedsgd,

@@ -1,0 +1,458 @@
+"""FedMN (Wang et al., "Personalized Federated Learning via Heterogeneous Modular Networks",
+Algorithm 1): every client assembles its own architecture from a shared pool of module blocks,
+chosen by a routing hypernetwork from the client's joint distribution of (x, y).
+
+**Modular network (§II-A).**  Layer 1 holds n_1 encoders (the run's model body, e.g. LeNet's
+convolutions, each independently initialised), z^(j) = Encoder^(j)(x)            (eq. 1)
+Layers 2..L hold n_l MLP blocks (Linear-ReLU-Dropout; the blocks of layer L are Linear to the
+classes).  A decision V_m ∈ {0,1}^E switches the E = Σ_{l<L} n_l n_{l+1} + n_L paths between
+successive layers and from layer L to the output.  With C the decisions into block j of layer l,
+the block's input is the normalised sum of its connected inputs, and zero when none:
+    u_j = Σ_k C_jk ũ_k / Σ_k C_jk   if Σ_k C_jk ≠ 0,   else 0                  (eq. 13)
+A block whose input is zero is *inactive* (a_m): its output is not used downstream and its
+parameters are neither downloaded nor uploaded.  The output sums the active last blocks likewise.
+
+**Routing hypernetwork (§II-D).**  φ_x (the encoder architecture) embeds each sample, φ_y (a
+linear layer) its one-hot label; their normalised concatenation goes through one linear layer h
+to E logits, averaged over the client's training data:
+    G_m = 1/n_m Σ_i h([φ_x(x_i), φ_y(y_i)])                                       (eq. 9)
+    Π_m = σ(G_m)                                                                  (eq. 10)
+and V_m is drawn from the binary concrete relaxation of Bern(Π_m), temperature τ:
+    v_i = σ((log ε − log(1 − ε) + log π_i/(1 − π_i)) / τ),  ε ~ U(0, 1)          (eq. 5)
+The forward pass uses the binary decision 1[v_i > ½] (so eq. 13 and a_m are exact) and passes
+the task loss's gradient to v (straight-through), hence to the router through eq. 5 (eq. 6).
+
+**Round (Algorithm 1, §II-E).**  For each sampled client m:
+    server → client:  router θ_h and the encoders
+    client:           Π_m on its data (eq. 10), V_m ~ binaryConcrete(Π_m) (eq. 5), active blocks a_m
+    client → server:  a_m                                   (a request: which blocks to send)
+    server → client:  the active blocks only
+    client:           K local steps on L_m(θ, V_m) with V_m fixed for the round (LocalSolver)
+    client → server:  router, encoders, active blocks, n_m
+    server:           router, encoders: Σ_m n_m θ^m / Σ_m n_m;  block i: the same average over
+                      the clients that used it (a_i^m = 1); a block nobody used keeps its value.
+The first ``pretrain_fraction`` of the rounds pretrain the network by FedAvg with every path on
+(the paper pretrains the encoders by FedAvg); they are part of the run, its ledger and budget.
+
+Choices where the paper is silent (the chapter lists them): the decision is drawn once per round
+from Π on the whole local training set, and the router receives the sum of the K steps' gradients
+at the end of the round (its architecture is fixed for the round, as Algorithm 1 says); a block's
+average is normalised over the clients that used it (the printed Σ_m |D_m|/|D| a_i θ_i^m would
+shrink a block that few clients use); τ decays exponentially from ``tau_start`` to ``tau_end``
+over the routing rounds; the evaluation decision is the mode 1[Π > ½], without noise.
+
+**The authors' public code departs from the paper** (xztcwang/FedMN); each departure is an option:
+``router_grad=0`` (the router's output passes through ``.item()``: no gradient from the task
+loss, so the router stays at its initialisation), ``decisions=softmax`` (each node's incoming
+paths are weighted by a softmax of the router's logits instead of binary decisions; every block
+is then active), ``anneal=0`` (the temperature never leaves ``tau_start``), ``shared_modules=1``
+(the blocks of a layer share the first block's weights).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import PflkitError
+from ..federated import Client, Server, derive_seed, reinitialised, snapshot, weighted_average
+from . import Method, register
+
+DECISIONS = ("relaxed", "binary", "softmax")
+
+
+def parse_arch(spec: str) -> list[int]:
+    """ "2,2,2" → [n_1, ..., n_L] (n_1 encoders, then L−1 layers of blocks)."""
+    try:
+        arch = [int(v) for v in str(spec).replace("x", ",").split(",") if v.strip()]
+    except ValueError:
+        raise PflkitError(f"arch must be block counts like 2,2,2, got {spec!r}") from None
+    if len(arch) < 2 or min(arch) < 1:
+        raise PflkitError(f"arch needs encoders and at least one layer of blocks, each >= 1, got {spec!r}")
+    return arch
+
+
+# ----------------------------------------------------------------------------- the network
+
+
+class Router(nn.Module):
+    """The routing hypernetwork: G = mean_i h(normalize([φ_x(x_i), φ_y(y_i)]))   (eq. 9)."""
+
+    def __init__(self, phi_x: nn.Module, feat_dim: int, n_classes: int, label_dim: int, n_paths: int):
+        super().__init__()
+        self.n_classes = n_classes
+        self.phi_x = phi_x  # the encoder architecture, its own weights
+        self.phi_y = nn.Linear(n_classes, label_dim)  # one-hot label → R^{d_y}
+        self.h = nn.Linear(feat_dim + label_dim, n_paths)  # single-layer perceptron → E logits
+
+    def logits(self, x: torch.Tensor, y: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+        """G_m over all the given samples (eq. 9), summed chunk by chunk."""
+        total = 0
+        for s in range(0, len(y), chunk):
+            xs, ys = x[s : s + chunk], y[s : s + chunk]
+            joint = torch.cat([self.phi_x(xs), self.phi_y(F.one_hot(ys, self.n_classes).float())], dim=1)
+            total = total + self.h(F.normalize(joint, dim=1)).sum(0)
+        return total / max(len(y), 1)
+
+
+class ModularNet(nn.Module):
+    """Encoders (layer 1), layers of blocks (2..L) and the router; ``forward(x, c)`` with the
+    path weights ``c`` (E values: binary decisions, or softmax weights) and the active layers."""
+
+    def __init__(self, template: nn.Module, arch, hidden: int, dropout: float, label_dim: int, seed: int, shared=False):
+        super().__init__()
+        body, head = template.body, template.head
+        feat, n_classes = head.in_features, head.out_features
+        self.arch, self.shared = list(arch), bool(shared)
+        self.encoders = nn.ModuleList(reinitialised(body, derive_seed(seed, 7, j)) for j in range(arch[0]))
+        layers = []
+        for li, n in enumerate(arch[1:], start=1):
+            d_in = feat if li == 1 else hidden
+            last = li == len(arch) - 1
+
+            def block(d_in=d_in, last=last):
+                return (
+                    nn.Linear(d_in, n_classes)
+                    if last
+                    else nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Dropout(dropout))
+                )
+
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(derive_seed(seed, 8, li))
+                layers.append(nn.ModuleList(block() for _ in range(n)))
+        self.blocks = nn.ModuleList(layers)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed(seed, 9))
+            phi_x = reinitialised(body, derive_seed(seed, 10))
+            self.router = Router(phi_x, feat, n_classes, label_dim, self.n_paths)
+        self.to(next(template.parameters()).device)
+
+    @property
+    def n_paths(self) -> int:
+        """E = Σ_{l<L} n_l n_{l+1} + n_L."""
+        a = self.arch
+        return sum(a[i] * a[i + 1] for i in range(len(a) - 1)) + a[-1]
+
+    def path_matrices(self, c: torch.Tensor) -> list[torch.Tensor]:
+        """Split the E path weights into C^(l) (n_l × n_{l−1}) per layer, then the output's (1 × n_L)."""
+        out, at = [], 0
+        sizes = list(zip(self.arch[1:], self.arch[:-1])) + [(1, self.arch[-1])]
+        for rows, cols in sizes:
+            out.append(c[at : at + rows * cols].view(rows, cols))
+            at += rows * cols
+        return out
+
+    def block(self, layer: int, j: int) -> nn.Module:
+        return self.blocks[layer][0 if self.shared else j]
+
+    def active(self, c: torch.Tensor) -> list[list[bool]]:
+        """a_m by layer of blocks: a block is active when some path from an active node is on."""
+        mats = self.path_matrices(c.detach())
+        prev = [True] * self.arch[0]  # encoders always compute
+        act = []
+        for C in mats[:-1]:
+            on = [(C[j][torch.tensor(prev)] != 0).any().item() for j in range(C.shape[0])]
+            act.append(on)
+            prev = on
+        return act
+
+    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        mats = self.path_matrices(c)
+        outs = [enc(x) for enc in self.encoders]  # eq. 1
+        alive = [True] * len(outs)
+        for li, C in enumerate(mats):
+            last = li == len(mats) - 1
+            new, new_alive = [], []
+            for j in range(C.shape[0]):
+                ks = [k for k in range(C.shape[1]) if alive[k]]
+                w = C[j, ks]
+                if not ks or w.detach().sum() == 0:  # eq. 13: no connected input → zero input → inactive block
+                    new.append(None)
+                    new_alive.append(False)
+                    continue
+                # eq. 13 over the computed inputs; a path that is off has weight 0 here but still a
+                # gradient, (ũ_k − u_j)/Σ_k C_jk, which reaches the router through eq. 5
+                u = sum(wk * outs[k] for wk, k in zip(w, ks)) / w.sum()
+                new.append(u if last else self.block(li, j)(u))
+                new_alive.append(True)
+            outs, alive = new, new_alive
+        logits = outs[0]
+        if logits is None:  # no active path reaches the output: uniform prediction
+            return torch.zeros(len(x), self.router.n_classes, device=x.device)
+        return logits
+
+
+def temperature(rnd: int, cfg, opts) -> float:
+    """τ at round ``rnd``: exponential decay from tau_start to tau_end over the routing rounds."""
+    start = pretrain_rounds(cfg, opts)
+    if not opts["anneal"] or cfg.rounds - start <= 1:
+        return opts["tau_start"]
+    t = min(max(rnd - start, 0) / (cfg.rounds - start - 1), 1.0)
+    return opts["tau_start"] * (opts["tau_end"] / opts["tau_start"]) ** t
+
+
+def pretrain_rounds(cfg, opts) -> int:
+    return int(math.floor(opts["pretrain_fraction"] * cfg.rounds))
+
+
+def block_keys(state: dict, layer: int, j: int) -> list[str]:
+    prefix = f"blocks.{layer}.{j}."
+    return [k for k in state if k.startswith(prefix)]
+
+
+def part(state: dict, prefix: str) -> dict:
+    return {k: v for k, v in state.items() if k.startswith(prefix)}
+
+
+# ----------------------------------------------------------------------------- server
+
+
+class FedMNServer(Server):
+    def __init__(self, model, cfg, opts, n_clients):
+        super().__init__(model, cfg, opts, n_clients)
+        check_options(opts)
+        net = build_net(model, cfg, opts)
+        self.arch, self.shared = net.arch, net.shared
+        self.theta = snapshot(net)  # the global modular pool, encoders and router
+        self.requests: dict[int, list[list[bool]]] = {}
+
+    def routing(self, rnd: int) -> bool:
+        return rnd >= pretrain_rounds(self.cfg, self.opt) and not self.opt["force_paths"]
+
+    def pre_message(self, cid, rnd):
+        """Routing rounds: router and encoders first, so that the client can decide (Alg. 1, l. 6–7)."""
+        if not self.routing(rnd):
+            return None
+        return {"router": part(self.theta, "router."), "encoders": part(self.theta, "encoders.")}
+
+    def receive_request(self, cid, request, rnd):
+        self.requests[cid] = unflatten(request["active"], self.arch)
+
+    def message_for(self, cid, rnd):
+        if not self.routing(rnd):  # pretraining (FedAvg, every path on): the whole network
+            return {"weights": {k: v for k, v in self.theta.items() if not k.startswith("router.")}}
+        return {"blocks": self.blocks_for(self.requests.pop(cid))}  # only the active blocks (§II-E)
+
+    def blocks_for(self, active) -> dict:
+        out = {}
+        for li, row in enumerate(active):
+            for j, on in enumerate(row):
+                if on:
+                    jj = 0 if self.shared else j
+                    out.update({k: self.theta[k] for k in block_keys(self.theta, li, jj)})
+        return out
+
+    def eval_message(self, cid):
+        return {"weights": self.theta}  # evaluation: everything (counted apart, as eval bytes)
+
+    def aggregate(self, uploads, rnd):
+        if not uploads:
+            return
+        ups = list(uploads.values())
+        n = [u["n"] for u in ups]
+        shared = weighted_average([u["shared"] for u in ups], n)  # router (if routed) and encoders
+        self.theta.update(shared)
+        keys = {k for u in ups for k in u["blocks"]}
+        for k in keys:  # block i: average over the clients that used it (a_i^m = 1)
+            users = [(u["blocks"][k], u["n"]) for u in ups if k in u["blocks"]]
+            self.theta[k] = weighted_average([{k: t} for t, _ in users], [w for _, w in users])[k]
+
+    def state_dict(self):
+        return {"theta": self.theta}
+
+    def load_state_dict(self, state):
+        self.theta = dict(state["theta"])
+
+
+# ----------------------------------------------------------------------------- client
+
+
+class FedMNClient(Client):
+    def __init__(self, cid, data, model, cfg, opts):
+        super().__init__(cid, data, model, cfg, opts)
+        self.model = build_net(model, cfg, opts)
+        self.decision = None  # this round's (path weights c, relaxed v, noise, τ)
+
+    # -- the decision (eqs. 5, 9, 10) --------------------------------------------------------
+    def decide(self, rnd: int, train: bool = True):
+        """This round's decision: (mask of the paths that are on, relaxed values v, noise, τ).
+
+        ``relaxed`` (the paper: V_m approximated by a vector in [0, 1]^E): v from eq. 5, used as
+        the path weights of eq. 13; weights below ``prune`` count as 0, so that a block can be
+        inactive.  ``binary``: the paths with v > ½, straight-through.  ``softmax``: the authors'
+        code.  Evaluation draws no noise: v = σ(G/τ) (binary: the mode 1[Π > ½])."""
+        net, opts = self.model, self.opt
+        x, y = self.data.split("train")
+        with torch.no_grad():
+            g = net.router.logits(x, y)  # G_m (eq. 9); Π_m = σ(G_m) (eq. 10)
+        tau = temperature(rnd, self.cfg, opts) if train else opts["tau_end"] if opts["anneal"] else opts["tau_start"]
+        noise = torch.zeros_like(g)
+        if opts["decisions"] == "softmax":
+            v = softmax_weights(net, g / tau)
+            return torch.ones_like(v), v, noise, tau
+        if train:
+            eps = torch.rand(g.shape, generator=self.generator).to(g).clamp(1e-6, 1 - 1e-6)
+            noise = torch.log(eps) - torch.log1p(-eps)
+        v = torch.sigmoid((noise + g) / tau)  # eq. 5 (log π/(1−π) = G)
+        if opts["decisions"] == "binary":
+            return (v > 0.5).float(), v, noise, tau
+        return (v > opts["prune"]).float(), v, noise, tau
+
+    def weights(self, mask, v):
+        """Path weights C for eq. 13 from a decision; differentiable in v."""
+        if self.opt["decisions"] == "binary":
+            return mask + v - v.detach()  # binary forward, relaxed gradient (straight-through)
+        if self.opt["decisions"] == "relaxed":
+            return v * mask
+        return v
+
+    def request(self, message, rnd):
+        """Routing rounds: load router and encoders, decide (eqs. 9, 10, 5), ask for the active blocks."""
+        self.model.load_state_dict({**message["router"], **message["encoders"]}, strict=False)
+        self.decision = self.decide(rnd)
+        return {"active": torch.tensor([a for row in self.model.active(self.decision[0]) for a in row])}
+
+    # -- a round --------------------------------------------------------------------------
+    def train_round(self, message, rnd):
+        net = self.model
+        if "weights" in message:  # pretraining (or force_paths): FedAvg with every path on
+            net.load_state_dict(message["weights"], strict=False)
+            c = torch.ones(net.n_paths, device=self.data.train_idx.device)
+            return self.reply(c, self.local_steps(lambda: c), routed=False)
+        net.load_state_dict(message["blocks"], strict=False)  # copy the active blocks (§II-E)
+        mask, v, noise, tau = self.decision
+        route = bool(self.opt["router_grad"])
+        v_leaf = v.detach().clone().requires_grad_(route)
+        loss = self.local_steps(lambda: self.weights(mask, v_leaf))  # rebuilt per step: one graph per backward
+        c = self.weights(mask, v_leaf)
+        if route and v_leaf.grad is not None:
+            self.router_step(v_leaf.grad, noise, tau)
+        return self.reply(c.detach(), loss, routed=True)
+
+    def local_steps(self, weights):
+        """LocalSolver: K steps on L_m(θ, V_m) with V_m fixed (``weights()``: its path weights);
+        the router's gradient accumulates in v."""
+        net = self.model
+        net.train()
+        opt = self.optimizer([p for n, p in net.named_parameters() if not n.startswith("router.")])
+        total, steps = torch.zeros(()), 0
+        for x, y in self.batches():
+            loss = F.cross_entropy(net(x, weights()), y)
+            if loss.requires_grad:  # no active path to the output leaves nothing to train
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+            total += loss.detach().cpu()
+            steps += 1
+        return self.check_finite(total / max(steps, 1))
+
+    def router_step(self, grad_v, noise, tau):
+        """Backpropagate the task loss's gradient on v through eq. 5 and eq. 9 to θ_h, one SGD step
+        of the client's learning rate with the K steps' summed gradient."""
+        router = self.model.router
+        x, y = self.data.split("train")
+        g = router.logits(x, y)
+        if self.opt["decisions"] == "softmax":
+            v = softmax_weights(self.model, g / tau)
+        else:
+            v = torch.sigmoid((noise + g) / tau)
+        router.zero_grad(set_to_none=True)
+        (v * grad_v).sum().backward()
+        with torch.no_grad():
+            for p in router.parameters():
+                if p.grad is not None:
+                    p -= self.cfg.lr * p.grad
+        router.zero_grad(set_to_none=True)
+
+    def reply(self, c, loss, routed):
+        """Encoders (and, in routing rounds, the router) and the active blocks only (§II-E)."""
+        net, state = self.model, snapshot(self.model)
+        blocks = {}
+        for li, row in enumerate(net.active(c)):
+            for j, on in enumerate(row):
+                if on:
+                    blocks.update({k: state[k] for k in block_keys(state, li, 0 if net.shared else j)})
+        shared = part(state, "encoders.") | (part(state, "router.") if routed else {})
+        return {"shared": shared, "blocks": blocks, "n": self.n_samples(), "_loss": loss}
+
+    def eval_model(self, message):
+        self.model.load_state_dict(message["weights"])
+        if self.opt["force_paths"]:
+            return _Routed(self.model, torch.ones(self.model.n_paths, device=self.data.train_idx.device))
+        mask, v, _, _ = self.decide(self.cfg.rounds, train=False)
+        return _Routed(self.model, self.weights(mask, v).detach())
+
+
+class _Routed(nn.Module):
+    """The client's personalised model: the modular network with its decision fixed."""
+
+    def __init__(self, net: ModularNet, c: torch.Tensor):
+        super().__init__()
+        self.net, self.c = net, c
+
+    def forward(self, x):
+        return self.net(x, self.c)
+
+
+def softmax_weights(net: ModularNet, logits: torch.Tensor) -> torch.Tensor:
+    """The authors' code: each node's incoming paths weighted by a softmax of their logits."""
+    mats = net.path_matrices(logits)
+    return torch.cat([torch.softmax(m, dim=1).reshape(-1) for m in mats])
+
+
+def unflatten(active: torch.Tensor, arch) -> list[list[bool]]:
+    """a_m as sent (one bool per block of layers 2..L) → by layer."""
+    flat, out, at = active.tolist(), [], 0
+    for n in arch[1:]:
+        out.append([bool(a) for a in flat[at : at + n]])
+        at += n
+    return out
+
+
+def build_net(template, cfg, opts) -> ModularNet:
+    return ModularNet(
+        template, parse_arch(opts["arch"]), opts["hidden"], opts["dropout"], opts["label_dim"], cfg.seed,
+        shared=opts["shared_modules"],
+    )  # fmt: skip
+
+
+def check_options(opts) -> None:
+    parse_arch(opts["arch"])
+    if opts["decisions"] not in DECISIONS:
+        raise PflkitError(f"decisions must be one of {', '.join(DECISIONS)}, not {opts['decisions']!r}")
+    if not 0 <= opts["pretrain_fraction"] <= 1:
+        raise PflkitError(f"pretrain_fraction must be in [0, 1], got {opts['pretrain_fraction']}")
+    if opts["tau_start"] <= 0 or opts["tau_end"] <= 0:
+        raise PflkitError("temperatures must be > 0")
+
+
+register(
+    Method(
+        "fedmn",
+        FedMNServer,
+        FedMNClient,
+        "Per-client architectures from a shared pool of module blocks, routed by a hypernetwork",
+        "Wang et al. 2023",
+        options={
+            "arch": ("2,2,2", "n_1,...,n_L: encoders, then blocks per layer (the last layer maps to the classes)"),
+            "hidden": (256, "units of the MLP blocks"),
+            "dropout": (0.2, "dropout in the MLP blocks"),
+            "label_dim": (32, "dimension of the router's label embedding φ_y"),
+            "tau_start": (1.0, "binary-concrete temperature at the first routing round"),
+            "tau_end": (0.1, "temperature at the last round (exponential decay)"),
+            "anneal": (1, "1: anneal τ from tau_start to tau_end; 0: keep tau_start (the authors' code)"),
+            "pretrain_fraction": (0.2, "share of the rounds that pretrain the network by FedAvg, every path on"),
+            "router_grad": (1, "1: the task loss trains the router (paper); 0: no gradient (the authors' code)"),
+            "decisions": (
+                "relaxed",
+                "relaxed (paper, eq. 5 in [0,1]), binary (straight-through) or softmax (authors' code)",
+            ),
+            "prune": (0.01, "relaxed decisions: a path weight below this is 0 (its block may be inactive)"),
+            "shared_modules": (0, "1: the blocks of a layer share one set of weights (the authors' code)"),
+            "force_paths": (0, "1: every path on in every round, no routing (FedAvg on the modular network)"),
+        },
+    )
+)

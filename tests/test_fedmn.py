@@ -1,0 +1,154 @@
+"""FedMN: the modular network, the routing decision, block-wise communication, the options that
+reproduce the authors' code, and the reduction to FedAvg."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pflkit.engine import build, run
+from pflkit.errors import PflkitError
+from pflkit.federated import derive_seed, nbytes, weighted_average
+from pflkit.methods.fedmn import block_keys, parse_arch, temperature
+from tests.conftest import killed_and_resumed, strip, tiny_config
+
+SMALL = {"hidden": 16, "label_dim": 4}
+
+
+def cfg_(**opts):
+    return tiny_config(method="fedmn", rounds=4, options={**SMALL, **opts})
+
+
+def test_paths_and_eq13(tiny_fed):
+    cfg = cfg_(arch="2,3,2")
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    net = clients[0].model
+    assert net.n_paths == 2 * 3 + 3 * 2 + 2  # E = Σ n_l n_{l+1} + n_L
+    x = clients[0].data.split("train")[0][:5]
+    net.eval()
+    # only encoder 0 → block (layer 2) 1 → block (layer 3) 0 → output
+    c = torch.zeros(net.n_paths)
+    c[1 * 2 + 0] = 1  # C^(2)[1, 0]
+    c[6 + 0 * 3 + 1] = 1  # C^(3)[0, 1]
+    c[12 + 0] = 1  # output ← last block 0
+    expected = net.blocks[1][0](net.blocks[0][1](net.encoders[0](x)))
+    assert torch.allclose(net(x, c), expected)
+    assert net.active(c) == [[False, True, False], [True, False]]
+    # two connected inputs are averaged (eq. 13)
+    c[1 * 2 + 1] = 1
+    u = (net.encoders[0](x) + net.encoders[1](x)) / 2
+    assert torch.allclose(net(x, c), net.blocks[1][0](net.blocks[0][1](u)))
+    # a block whose only input is inactive is inactive itself
+    c2 = torch.zeros(net.n_paths)
+    c2[6 + 0 * 3 + 1] = 1
+    c2[12] = 1
+    assert net.active(c2) == [[False, False, False], [False, False]]
+    assert torch.equal(net(x, c2), torch.zeros(5, 10))  # nothing reaches the output
+
+
+def test_all_paths_on_with_one_block_per_layer_is_a_fedavg_round(tiny_fed):
+    cfg = cfg_(arch="1,1,1", force_paths=1, dropout=0.0)
+    fed = tiny_fed(cfg)
+    _, _, server, clients = build(cfg, fed)
+    start = copy.deepcopy(clients[0].model)
+    by_hand = []
+    for c in clients:  # FedAvg: the same batches, plain SGD on the same network
+        net = copy.deepcopy(start)
+        c.generator.manual_seed(derive_seed(cfg.seed, 0, 3, c.cid))
+        opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+        for x, y in c.batches():
+            loss = F.cross_entropy(net(x, torch.ones(net.n_paths)), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        by_hand.append(({k: v for k, v in net.state_dict().items() if not k.startswith("router.")}, c.data.n_train))
+    expected = weighted_average([s for s, _ in by_hand], [n for _, n in by_hand])
+    ran = run(dataclasses_replace(cfg, rounds=1), fed, on_round=lambda r, row, s, cl: server_state.update(s.theta))
+    assert ran["history"]
+    for k, v in expected.items():
+        assert torch.allclose(server_state[k], v, atol=1e-6), k
+
+
+server_state: dict = {}
+
+
+def dataclasses_replace(cfg, **kw):
+    import dataclasses
+
+    return dataclasses.replace(cfg, **kw)
+
+
+def test_upload_holds_exactly_the_active_blocks(tiny_fed):
+    cfg = cfg_(arch="2,3,2", pretrain_fraction=0.0)
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    c = clients[0]
+    c.generator.manual_seed(1)
+    pre = server.pre_message(0, 0)
+    assert set(pre) == {"router", "encoders"}
+    request = c.request(pre, 0)
+    server.receive_request(0, request, 0)
+    msg = server.message_for(0, 0)
+    reply = c.train_round(msg, 0)
+    active = c.model.active(c.decision[0])
+    state = c.model.state_dict()
+    want = [k for li, row in enumerate(active) for j, on in enumerate(row) if on for k in block_keys(state, li, j)]
+    assert sorted(reply["blocks"]) == sorted(want) and sorted(msg["blocks"]) == sorted(want)
+    assert nbytes(reply["blocks"]) == sum(state[k].numel() * state[k].element_size() for k in want)
+    assert request["active"].dtype == torch.bool and len(request["active"]) == 3 + 2
+    assert {k.split(".")[0] for k in reply["shared"]} == {"encoders", "router"}
+
+
+def test_router_learns_from_the_task_loss_unless_the_authors_option(tiny_fed):
+    def router_moves(**opts):
+        cfg = cfg_(arch="2,2,2", pretrain_fraction=0.0, **opts)
+        _, _, server, clients = build(cfg, tiny_fed(cfg))
+        c = clients[0]
+        before = {k: v.clone() for k, v in c.model.router.state_dict().items()}
+        for seed in range(50):  # a decision that connects some encoder to the output (else nothing learns)
+            c.generator.manual_seed(seed)
+            request = c.request(server.pre_message(0, 0), 0)
+            if c.model.active(c.decision[0])[-1] and any(c.model.active(c.decision[0])[-1]):
+                break
+        server.receive_request(0, request, 0)
+        c.train_round(server.message_for(0, 0), 0)
+        return any(not torch.equal(before[k], v) for k, v in c.model.router.state_dict().items())
+
+    assert router_moves()
+    assert router_moves(decisions="softmax")
+    assert not router_moves(router_grad=0)  # the authors' `.item()`: no gradient reaches the router
+
+
+def test_temperature_schedule():
+    cfg = cfg_(pretrain_fraction=0.25)
+    cfg = dataclasses_replace(cfg, rounds=9)
+    opts = {"tau_start": 1.0, "tau_end": 0.1, "anneal": 1, "pretrain_fraction": 0.25}
+    taus = [temperature(r, cfg, opts) for r in range(9)]
+    assert taus[0] == taus[2] == 1.0  # pretraining rounds 0, 1 and the first routing round
+    assert taus[-1] == pytest.approx(0.1) and all(a > b for a, b in zip(taus[2:], taus[3:]))
+    assert taus[5] == pytest.approx(1.0 * 0.1 ** (3 / 6))  # exponential decay
+    assert {temperature(r, cfg, {**opts, "anneal": 0}) for r in range(9)} == {1.0}
+
+
+def test_shared_modules_use_one_set_of_weights_per_layer(tiny_fed):
+    cfg = cfg_(arch="2,3,2", shared_modules=1)
+    _, _, _, clients = build(cfg, tiny_fed(cfg))
+    net = clients[0].model
+    assert net.block(0, 2) is net.blocks[0][0] and net.block(1, 1) is net.blocks[1][0]
+
+
+def test_pretraining_then_routing_bytes_and_resume(tiny_fed, tmp_path):
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.5)
+    full = run(cfg, tiny_fed(cfg))
+    assert full["comm"]["bytes_up"] > 0 and len(full["round_loss"]) == 4
+    assert strip(killed_and_resumed(cfg, tiny_fed, tmp_path / "ck.pt")) == strip(full)
+
+
+def test_bad_options_are_one_clear_error(tiny_fed):
+    with pytest.raises(PflkitError, match="arch"):
+        parse_arch("2")
+    cfg = cfg_(decisions="gumbel")
+    with pytest.raises(PflkitError, match="decisions"):
+        build(cfg, tiny_fed(cfg))
