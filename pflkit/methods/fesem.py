@@ -32,8 +32,10 @@ Choices the paper leaves open, and how they are made here:
   rounds with FeSEM(K = 1) too, which has the same head start and one centre, and with
   ``em=fixed-random, head_start=true`` (random clusters, the same head start).
 * Eq. 9 is an unweighted mean (the paper, §6: "our objective ... does not take into account
-  the number of samples per device").  ``size_weighted=true`` weights by n_i, as the authors'
-  code does; with K = 1 and λ = 0 FeSEM's round is then exactly FedAvg's.
+  the number of samples per device").  ``size_weighted=true`` weights by n_i (FedAvg's
+  weights); with K = 1 and λ = 0 FeSEM's round is then exactly FedAvg's.  The authors' code
+  is *not* size-weighted in effect: its weights are ``len(data)`` of a client's data tuple,
+  which is 2 for every client, so its M-step is an unweighted mean, like eq. 9.
 * With client sampling (the paper assumes full participation, §8) the E- and M-steps use
   this round's clients: the others keep their assignment, and a centre none of whose clients
   reported (or that the E-step left empty) keeps its weights.
