@@ -221,19 +221,24 @@ class Client:
             epochs, steps = self.cfg.local_epochs, self.cfg.local_steps
         return self.data.batches(self.cfg.batch_size, self.generator, epochs if epochs is not None else 1, steps)
 
-    def optimizer(self, params, lr: float | None = None) -> torch.optim.Optimizer:
+    def optimizer(self, params, lr: float | None = None, momentum: float | None = None) -> torch.optim.Optimizer:
         cfg = self.cfg
         lr = cfg.lr if lr is None else lr
-        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        momentum = cfg.momentum if momentum is None else momentum
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=cfg.weight_decay)
 
-    def sgd(self, model: nn.Module | None = None, *, params=None, penalty=None, lr=None, epochs=None, steps=None):
+    def sgd(
+        self, model: nn.Module | None = None, *, params=None, penalty=None, lr=None, epochs=None, steps=None,
+        momentum=None,
+    ):  # fmt: skip
         """Local SGD on the cross-entropy (+ ``penalty(model)``); returns the mean batch loss.
 
-        ``params`` restricts which parameters move (default: all of ``model``).
+        ``params`` restricts which parameters move (default: all of ``model``); ``lr`` and
+        ``momentum`` default to the run's.
         """
         model = self.model if model is None else model
         model.train()
-        opt = self.optimizer(model.parameters() if params is None else params, lr)
+        opt = self.optimizer(model.parameters() if params is None else params, lr, momentum)
         total, n = torch.zeros((), device=self.data.train_idx.device), 0
         for x, y in self.batches(epochs, steps):
             loss = F.cross_entropy(model(x), y)

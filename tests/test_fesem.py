@@ -251,3 +251,59 @@ def test_micro_and_macro_metrics_as_the_fesem_paper_defines_them():
     assert s["pooled_acc"] == pytest.approx((1 * 1 + 4 * 1 / 2 + 5 * 4 / 5) / 10)  # micro = Σ correct / Σ n
     assert s["macro_f1"] == pytest.approx((1 + 1 / 3 + 4 / 9) / 3)
     assert s["micro_f1"] == pytest.approx((1 * 1 + 4 * 1 / 3 + 5 * 4 / 9) / 10)
+
+
+def test_e_step_moves_a_client_to_the_centre_its_new_model_is_nearest(tiny_fed):
+    """Hand-made models: client 1 sits in cluster 0 but uploads a model nearest centre 1."""
+    cfg = tiny_config(method="fesem", clients=3, options={"centers": 2, "distance": "last"})
+    _, _, server, _ = build(cfg, tiny_fed(cfg))
+
+    def model_with_head(value):
+        return {
+            k: (torch.full_like(v, value) if k.startswith("head.") else v.clone()) for k, v in server.centers[0].items()
+        }
+
+    server.centers = [model_with_head(0.0), model_with_head(1.0)]
+    server.assignment = np.array([0, 0, 1])
+    uploads = {i: {"weights": model_with_head(v), "n": torch.tensor(10)} for i, v in enumerate([0.1, 0.9, 0.8])}
+    server.aggregate(uploads, 0)
+    assert server.assignment.tolist() == [0, 1, 1]  # eq. 8 reassigned client 1
+    torch.testing.assert_close(server.centers[1]["head.bias"], torch.full_like(server.centers[1]["head.bias"], 0.85))
+
+
+def test_paper_reading_of_the_penalty_divides_by_alpha_i(tiny_fed, monkeypatch):
+    import pflkit.methods.fesem as fesem
+
+    seen = []
+    original = fesem.distance_penalty
+    monkeypatch.setattr(fesem, "distance_penalty", lambda ref, keys, w: seen.append(w) or original(ref, keys, w))
+    for weight in (fesem.KIT_WEIGHT, fesem.PAPER_WEIGHT):
+        cfg = tiny_config(
+            method="fesem", clients=4, rounds=1, options={"centers": 2, "lam": 0.4, "penalty_weight": weight}
+        )
+        _, _, server, clients = build(cfg, tiny_fed(cfg))
+        server.n = [10.0, 30.0, 30.0, 30.0]
+        msg = server.message_for(0, 0)
+        clients[0].train_round(msg, 0)
+        assert ("alpha_i" in msg) == (weight == fesem.PAPER_WEIGHT)
+    assert seen[0] == pytest.approx(0.4 / 4)  # λ/m
+    assert seen[1] == pytest.approx(0.4 / (4 * 0.1))  # λ/(m α_i), α_0 = 10/100
+
+
+def test_authors_micro_acc_is_the_best_centre_on_all_clients_pooled(tiny_fed):
+    from pflkit.federated import evaluate
+    from pflkit.methods.fesem import authors_micro_acc
+
+    cfg = tiny_config(method="fesem", rounds=2, options={"centers": 2})
+    captured = {}
+    run(cfg, tiny_fed(cfg), on_round=lambda r, row, s, c: captured.update(server=s, clients=c))
+    server, clients = captured["server"], captured["clients"]
+    out = authors_micro_acc(server, clients)
+    model = clients[0].scratch_model()
+    by_hand = []
+    for centre in server.centers:
+        model.load_state_dict(centre)
+        x = torch.cat([c.data.split("test")[0] for c in clients])
+        y = torch.cat([c.data.split("test")[1] for c in clients])
+        by_hand.append(evaluate(model, x, y)["correct"] / len(y))
+    assert out["per_centre"] == pytest.approx(by_hand) and out["max"] == max(by_hand)

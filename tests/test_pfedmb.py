@@ -212,5 +212,81 @@ def test_cli_runs_pfedmb_with_options(tmp_path):
         "alpha_weighted": False,
         "scale_init": True,
         "alpha_lr": 1.0,
+        "alpha_momentum": -1.0,
     }
     assert d["config"]["eval_finetune_epochs"] == 1
+
+
+def test_alpha_is_frozen_in_the_w_phase_and_each_phase_runs_e_epochs(tiny_fed):
+    """Eq. 4 leaves α^{t+1,i} as eq. 3 left it; both phases run the E local epochs."""
+    cfg = tiny_config(method="pfedmb", local_steps=None, local_epochs=2, batch_size=32, options={"branches": 2})
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    c = clients[0]
+    c.receive(server.message_for(0, 0))
+    calls, original_sgd, original_batches = [], c.sgd, c.batches
+
+    def count_batches(*a, **kw):
+        for b in original_batches(*a, **kw):
+            calls[-1]["batches"] += 1
+            yield b
+
+    def spy(model=None, *, params=None, **kw):
+        params = list(params)
+        phase = "alpha" if len(params) == 1 and params[0] is c.model.alpha_logits else "W"
+        calls.append({"phase": phase, "alpha_grad": c.model.alpha_logits.requires_grad, "batches": 0,
+                      "alpha_before": c.alpha(), "momentum": kw.get("momentum")})  # fmt: skip
+        out = original_sgd(model, params=params, **kw)
+        calls[-1]["alpha_after"] = c.alpha()
+        return out
+
+    c.sgd, c.batches = spy, count_batches
+    c.local_update()
+    per_epoch = -(-c.data.n_train // cfg.batch_size)
+    assert [k["phase"] for k in calls] == ["alpha", "W"]
+    assert [k["batches"] for k in calls] == [2 * per_epoch, 2 * per_epoch]  # E epochs each
+    w_phase = calls[1]
+    assert not w_phase["alpha_grad"] and torch.equal(w_phase["alpha_before"], w_phase["alpha_after"])
+    assert not torch.equal(calls[0]["alpha_before"], calls[0]["alpha_after"])
+    assert calls[0]["momentum"] is None  # default: the run's momentum
+
+
+def test_alpha_momentum_option(tiny_fed):
+    def alpha_after(momentum):
+        cfg = tiny_config(method="pfedmb", options={"branches": 2, "alpha_momentum": momentum})
+        _, _, server, clients = build(cfg, tiny_fed(cfg))
+        c = clients[0]
+        c.receive(server.message_for(0, 0))
+        seen = []
+        original = c.optimizer
+        c.optimizer = lambda params, lr=None, momentum=None: seen.append(momentum) or original(params, lr, momentum)
+        c.generator.manual_seed(0)
+        c.local_update()
+        return seen[0], c.alpha()
+
+    m_default, a_default = alpha_after(-1.0)
+    m_zero, a_zero = alpha_after(0.0)
+    assert m_default is None and m_zero == 0.0 and not torch.equal(a_default, a_zero)
+
+
+def test_alpha_weighted_aggregation_on_conv_layers():
+    """Eq. 5 on a convolution's (B, out, in, k, k) weight, hand-computed."""
+    from pflkit.data import FedDataset
+    from pflkit.engine import Federation, RunConfig
+
+    g = torch.Generator().manual_seed(0)
+    ds = FedDataset(
+        "zeros28", torch.randint(0, 255, (60, 1, 28, 28), dtype=torch.uint8, generator=g), torch.arange(60) % 10,
+        torch.zeros(20, 1, 28, 28, dtype=torch.uint8), torch.arange(20) % 10,
+        classes=[str(i) for i in range(10)], mean=(0.5,), std=(0.25,),
+    )  # fmt: skip
+    cfg = RunConfig(method="pfedmb", dataset="zeros28", clients=2, model="lenet", options={"branches": 2}, device="cpu")
+    _, _, server, _ = build(cfg, Federation.from_config(cfg, ds=ds))
+    conv = [k for k in server.rows if k.endswith("weight") and server.w[k].dim() == 5]
+    assert conv  # LeNet's two convolutions are branched
+    rows = len(set(server.rows.values()))
+    alphas = [torch.tensor([[0.5, 0.5]] * rows), torch.tensor([[0.0, 1.0]] * rows)]
+    server.aggregate(_uploads(server, alphas, [20, 60], [(1.0, 2.0), (7.0, 3.0)]), 0)
+    for k in conv:
+        # branch 0: only client 0 → 1; branch 1: (20·½·2 + 60·1·3) / (10 + 60) = 200 / 70
+        torch.testing.assert_close(server.w[k][0], torch.full_like(server.w[k][0], 1.0))
+        torch.testing.assert_close(server.w[k][1], torch.full_like(server.w[k][1], 200 / 70))

@@ -26,6 +26,8 @@ Choices the paper leaves open, and how they are made here:
   clients with more data move farther from the common start and k-means groups them by size.
 * Eq. 7 weights the loss by α_i = n_i/n; the local update here minimises the plain mean
   batch loss plus λ/m · Dist (as every kit method takes the mean loss), m = ``cfg.clients``.
+  ``penalty_weight="lambda/(m alpha_i)"`` divides eq. 7 by α_i instead (the server sends α_i,
+  from the sizes the clients reported); the authors' code has no such term (``lam=0``).
   Eq. 7 divided by α_i would weight Dist by λ/(m α_i), i.e. by λ for equal client sizes: the
   λ here is m times weaker than that reading of the paper's.
 * The initial local models' steps are a head start FedAvg does not get: compare at equal
@@ -60,7 +62,7 @@ import torch
 from sklearn.cluster import KMeans
 
 from ..errors import PflkitError
-from ..federated import Client, Server, derive_seed, snapshot, weighted_average
+from ..federated import Client, Server, derive_seed, evaluate, snapshot, weighted_average
 from . import Method, register
 
 DISTANCES = {"all": "", "last": "head."}  # distance option -> prefix of the parameters compared
@@ -125,10 +127,17 @@ def distance_penalty(reference: dict, keys: list[str], weight: float):
 # ----------------------------------------------------------------------------- server
 
 
+KIT_WEIGHT, PAPER_WEIGHT = "lambda/m", "lambda/(m alpha_i)"
+
+
 class FeSEMServer(Server):
     def __init__(self, model, cfg, opts, n_clients):
         super().__init__(model, cfg, opts, n_clients)
         K = opts["centers"]
+        if opts["penalty_weight"] not in (KIT_WEIGHT, PAPER_WEIGHT):
+            raise PflkitError(
+                f"fesem: penalty_weight must be {KIT_WEIGHT!r} or {PAPER_WEIGHT!r}, got {opts['penalty_weight']!r}"
+            )
         if opts["em"] not in EM_MODES:
             raise PflkitError(f"fesem: em must be one of {', '.join(EM_MODES)}, got {opts['em']!r}")
         if not 1 <= K <= n_clients:
@@ -157,7 +166,10 @@ class FeSEMServer(Server):
         return self.n if self.opt["size_weighted"] else None
 
     def message_for(self, cid, rnd):
-        return {"weights": self.centers[self.assignment[cid]]}
+        msg = {"weights": self.centers[self.assignment[cid]]}
+        if self.opt["penalty_weight"] == PAPER_WEIGHT:  # α_i = n_i / Σ_j n_j, from the sizes clients reported
+            msg["alpha_i"] = torch.tensor(self.n[cid] / sum(self.n), dtype=torch.float64)
+        return msg
 
     def aggregate(self, uploads, rnd):
         if not uploads:
@@ -193,6 +205,22 @@ class FeSEMServer(Server):
 # ----------------------------------------------------------------------------- client
 
 
+def authors_micro_acc(server: FeSEMServer, clients, split: str = "test") -> dict:
+    """The authors' code's "micro acc": every centre's model scored on *all* clients' ``split``
+    data pooled, and the maximum over centres reported (a maximum over K models, so it can only
+    rise with K).  An evaluation utility for the chapter, not part of the protocol."""
+    model = clients[0].scratch_model()
+    per_centre = []
+    for centre in server.centers:
+        model.load_state_dict(centre)
+        correct = n = 0
+        for c in clients:
+            r = evaluate(model, *c.data.split(split))
+            correct, n = correct + r["correct"], n + r["n"]
+        per_centre.append(correct / max(n, 1))
+    return {"per_centre": per_centre, "max": max(per_centre)}
+
+
 class FeSEMClient(Client):
     def setup_message(self):
         """The initial local model W_i: ``init_steps`` steps of SGD from the common weights
@@ -208,8 +236,11 @@ class FeSEMClient(Client):
         self.model.load_state_dict(centre)  # Alg. 2: W_i ← W̃^(k)
         lam = self.opt["lam"]
         keys = distance_keys(self.model, self.opt["distance"])
-        penalty = distance_penalty(centre, keys, lam / self.cfg.clients) if lam else None
-        loss = self.sgd(penalty=penalty)  # N steps on L_s(W_i) + λ/m Dist(W_i, W̃^(k))  (eq. 7)
+        weight = lam / self.cfg.clients  # λ/m ...
+        if "alpha_i" in message:  # ... or, eq. 7 divided by α_i, λ/(m α_i)
+            weight /= float(message["alpha_i"])
+        penalty = distance_penalty(centre, keys, weight) if lam else None
+        loss = self.sgd(penalty=penalty)  # N steps on L_s(W_i) + weight · Dist(W_i, W̃^(k))  (eq. 7)
         return {"weights": snapshot(self.model), "n": self.n_samples(), "_loss": loss}
 
     def eval_model(self, message):
@@ -231,6 +262,10 @@ register(
             "em": (
                 "paper",
                 "paper: E- and M-step every round; fixed-random: the authors' code (random fixed clusters)",
+            ),
+            "penalty_weight": (
+                KIT_WEIGHT,
+                f"eq. 7's weight on Dist: {KIT_WEIGHT} or {PAPER_WEIGHT} (the paper's reading)",
             ),
             "size_weighted": (False, "M-step weighted by the clients' data sizes (eq. 9 is unweighted)"),
             "init_steps": (100, "steps of local SGD that make the initial local models clustered by k-means"),

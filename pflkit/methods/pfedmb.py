@@ -36,7 +36,8 @@ Choices the paper leaves open:
     ``scale_init = false`` keeps the branches as drawn, to compare.
   * ``shared_alpha``: one α for all layers (§V-B's setting) instead of one per layer.
   * η_α is the option ``alpha_lr``; η_W is the run's ``lr``.  Both phases use the run's
-    momentum and weight decay (the decay pulls the logits toward uniform α).  While α is
+    weight decay (the decay pulls the logits toward uniform α) and, unless ``alpha_momentum``
+    says otherwise, its momentum: with momentum 0.9 an α step is about ten times η_α.  While α is
     spread out, a step on the branches moves the combined W_l by η_W Σ_b α_{b,l}² ∇ (η_W/B at
     uniform α): the effective step size grows as α concentrates on a branch.
   * With B = 1, α ≡ 1 and eq. 3 has nothing to learn, so it is skipped: pFedMB is then exactly
@@ -242,7 +243,8 @@ class PFedMBClient(FedAvgClient):
         branches = [p for k, p in mb.named_parameters() if k.startswith(self.shared_prefix)]
         if self.opt["branches"] > 1:  # with one branch α ≡ 1: nothing to learn
             with frozen(branches):  # eq. 3: α for E epochs, W^t fixed
-                self.sgd(params=[mb.alpha_logits], lr=self.opt["alpha_lr"])
+                momentum = None if self.opt["alpha_momentum"] < 0 else self.opt["alpha_momentum"]
+                self.sgd(params=[mb.alpha_logits], lr=self.opt["alpha_lr"], momentum=momentum)
         with frozen([mb.alpha_logits]):  # eq. 4: W for E epochs, α^{t+1,i} fixed
             return self.sgd(params=branches)
 
@@ -282,6 +284,7 @@ register(
             "alpha_weighted": (True, "aggregate branches weighted by n_i α^i (eq. 5); false: by n_i (eq. 6)"),
             "scale_init": (True, "multiply the initial branches by √B (false: each branch as drawn)"),
             "alpha_lr": (1.0, "η_α, the SGD learning rate of α's softmax logits (eq. 3)"),
+            "alpha_momentum": (-1.0, "momentum of the α step (eq. 3); -1: the run's momentum"),
         },
     )
 )
