@@ -307,3 +307,25 @@ def test_authors_micro_acc_is_the_best_centre_on_all_clients_pooled(tiny_fed):
         y = torch.cat([c.data.split("test")[1] for c in clients])
         by_hand.append(evaluate(model, x, y)["correct"] / len(y))
     assert out["per_centre"] == pytest.approx(by_hand) and out["max"] == max(by_hand)
+
+
+def test_choose_k_finds_two_groups_with_conflicting_labels(digits):
+    """A known answer: two groups of clients whose labels disagree (group B sees y + 5 mod 10 on
+    the same kind of images). One model cannot serve both; two centres can, so K = 2 must score
+    clearly above K = 1 on validation."""
+    import dataclasses
+
+    from pflkit.engine import Federation
+    from pflkit.partitions import partition_dataset
+
+    part = partition_dataset(digits, "iid", 6, 0)
+    y_train, y_test = digits.y_train.clone(), digits.y_test.clone()
+    for c in part.clients[3:]:  # group B
+        for idx, y in ((np.concatenate([c.train, c.val]), y_train), (c.test, y_test)):
+            t = torch.as_tensor(idx, dtype=torch.long)
+            y[t] = (y[t] + 5) % 10
+    ds = dataclasses.replace(digits, y_train=y_train, y_test=y_test)
+    fed = Federation(ds, part, torch.device("cpu"))
+    cfg = tiny_config(method="fesem", clients=6, options={"init_steps": 30})
+    scores = choose_k(cfg, fed, ks=(1, 2), sample=6, rounds=3)
+    assert scores[2]["val_mean_acc"] > scores[1]["val_mean_acc"] + 0.2, scores
