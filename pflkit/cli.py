@@ -26,6 +26,7 @@ def _add_protocol_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classes-per-client", type=int, default=2, metavar="K")
     p.add_argument("--shares", type=float, nargs=2, default=(0.4, 0.6), metavar=("LOW", "HIGH"))
     p.add_argument("--alpha", type=float, default=0.5, metavar="A")
+    p.add_argument("--label-clusters", type=int, default=3, metavar="G", help="groups of classes (label-clusters)")
     p.add_argument("--val-fraction", type=float, default=0.1)
     p.add_argument("--download", action="store_true", help="download missing data with torchvision")
 
@@ -194,7 +195,8 @@ def cmd_partition(args) -> None:
     part = partition_dataset(
         ds, args.protocol, args.clients or 20, args.seed,
         classes_per_client=args.classes_per_client, shares=tuple(args.shares), alpha=args.alpha,
-        novel_clients=args.novel_clients, novel_alpha=args.novel_alpha, val_fraction=args.val_fraction,
+        label_clusters=args.label_clusters, novel_clients=args.novel_clients, novel_alpha=args.novel_alpha,
+        val_fraction=args.val_fraction,
     )  # fmt: skip
     part.save(args.out)
     if args.report:
@@ -231,7 +233,8 @@ def _config(args, method: str, options: dict):
         method=method, dataset=args.dataset, partition=args.partition,
         clients=args.clients or prof["clients"], rounds=args.rounds or prof["rounds"], seed=args.seed,
         classes_per_client=args.classes_per_client, shares=tuple(args.shares), alpha=args.alpha,
-        val_fraction=args.val_fraction, train_images=args.train_images, test_images=args.test_images,
+        label_clusters=args.label_clusters, val_fraction=args.val_fraction, train_images=args.train_images,
+        test_images=args.test_images,
         model=args.model, width=args.width, sample_rate=args.sample_rate,
         local_epochs=args.local_epochs or prof["local_epochs"], local_steps=local_steps, **train,
         eval_every=args.eval_every, eval_finetune_epochs=args.eval_finetune_epochs, device=args.device,

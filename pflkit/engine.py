@@ -43,6 +43,7 @@ class RunConfig:
     classes_per_client: int = 2
     shares: tuple[float, float] = (0.4, 0.6)
     alpha: float = 0.5
+    label_clusters: int = 3  # the label-clusters protocol's groups of classes (FedEM's split)
     val_fraction: float = 0.1
     # held-out novel clients (dirichlet-normalized only, pFedHN §5.3): the last ``novel_clients``
     # clients never train; their label mixes are drawn with ``novel_alpha`` (one value, or one per
@@ -116,6 +117,7 @@ class Federation:
             ds, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,
             shares=tuple(cfg.shares), alpha=cfg.alpha, val_fraction=cfg.val_fraction,
             novel_clients=cfg.novel_clients, novel_alpha=None if cfg.novel_alpha is None else list(cfg.novel_alpha),
+            label_clusters=cfg.label_clusters,
         )  # fmt: skip
         return cls(ds, part, pick_device(cfg.device))
 
@@ -393,6 +395,7 @@ def make_result(cfg, fed, method, history, ledger, wall, timing, trace=(), commi
 # fields added to RunConfig after checkpoints and stored runs existed: left out of their keys at
 # these defaults, so that earlier files keep their meaning
 LATER_FIELDS = {
+    "label_clusters": 3,
     "eval_finetune_epochs": 0,
     "train_images": None,
     "test_images": None,

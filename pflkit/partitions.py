@@ -21,6 +21,10 @@ Protocols (command-line names):
                         ``novel_clients`` clients are held out, drawn with ``novel_alpha``
                         (one value, or several: equal consecutive groups of novel clients,
                         one per value, as pFedHN's Figure 2 varies α ∈ {.1,.25,.5,1}).
+``label-clusters``      the classes are shuffled into ``label_clusters`` groups; for every group
+                        ``w ~ Dir(alpha)`` over clients, and client i gets the fraction w_i of
+                        every class of the group (FedEM's CIFAR-10 split, reused by FedMN:
+                        3 groups, alpha=.4).
 ``coarse``              one coarse group per client (CIFAR-100 superclasses, Omniglot
                         alphabets, Fashion-MNIST's documented garment groups); a group's
                         classes are split equally among the clients that hold it (pFedHN §5.5).
@@ -40,7 +44,15 @@ import numpy as np
 
 from .errors import PflkitError
 
-PROTOCOLS = ("pathological", "pathological-equal", "dirichlet", "dirichlet-normalized", "coarse", "iid")
+PROTOCOLS = (
+    "pathological",
+    "pathological-equal",
+    "dirichlet",
+    "dirichlet-normalized",
+    "label-clusters",
+    "coarse",
+    "iid",
+)
 NATURAL = "natural"  # not a share matrix: the users of a dataset that has them (natural_partition)
 
 
@@ -167,6 +179,20 @@ def shares_dirichlet(n_clients, n_classes, alpha, rng) -> np.ndarray:
     return rng.dirichlet(np.full(n_clients, alpha), size=n_classes).T
 
 
+def shares_label_clusters(n_clients, n_classes, n_groups, alpha, rng) -> np.ndarray:
+    """FedEM's split: shuffled classes in ``n_groups`` near-equal groups; one Dir(alpha) draw over
+    clients per group gives every client the same share of each class of the group."""
+    if not 1 <= n_groups <= n_classes:
+        raise PflkitError(f"impossible partition: {n_groups} label clusters with {n_classes} classes")
+    if alpha <= 0:
+        raise PflkitError(f"impossible partition: Dirichlet alpha must be > 0, got {alpha}")
+    groups = np.array_split(rng.permutation(n_classes), n_groups)
+    P = np.zeros((n_clients, n_classes))
+    for g in groups:
+        P[:, g] = rng.dirichlet(np.full(n_clients, alpha))[:, None]
+    return P
+
+
 def novel_alphas(novel: int, novel_alpha) -> list[float]:
     """The α of each novel client: equal consecutive groups, one per value of ``novel_alpha``."""
     values = [float(a) for a in np.atleast_1d(novel_alpha)]
@@ -227,6 +253,7 @@ def make_partition(
     alpha: float = 0.5,
     novel_clients: int = 0,
     novel_alpha: float | list[float] | None = None,
+    label_clusters: int = 3,
     coarse_of_class=None,
     val_fraction: float = 0.1,
     min_train: int = 2,
@@ -271,13 +298,16 @@ def make_partition(
             na = alpha if novel_alpha is None else novel_alpha
             P = shares_dirichlet_normalized(n_clients, n_classes, alpha, novel_clients, na, rng)
             params.update(alpha=alpha, novel_clients=novel_clients, novel_alpha=novel_alphas(novel_clients, na))
+        elif protocol == "label-clusters":
+            P = shares_label_clusters(n_clients, n_classes, label_clusters, alpha, rng)
+            params.update(alpha=alpha, label_clusters=label_clusters)
         elif protocol == "coarse":
             P = shares_coarse(n_clients, n_classes, coarse_of_class, rng)
         else:  # iid
             P = np.full((n_clients, n_classes), 1.0 / n_clients)
         train = allocate(y_train, P, rng)
         sizes = np.array([sum(len(a) for a in row) for row in train])
-        if sizes.min() >= min_train or protocol not in ("dirichlet", "dirichlet-normalized"):
+        if sizes.min() >= min_train or protocol not in ("dirichlet", "dirichlet-normalized", "label-clusters"):
             break
     if sizes.min() < min_train:
         worst = int(np.argmin(sizes))

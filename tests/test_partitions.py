@@ -141,3 +141,18 @@ def test_impossible_partitions(protocol, n, kw):
 def test_total_variation():
     assert total_variation([1, 0], [0, 1]) == 1
     assert total_variation([2, 2], [1, 1]) == 0
+
+
+def test_label_clusters_share_one_dirichlet_draw_per_group_of_classes():
+    y = np.repeat(np.arange(10), 200)
+    p = make_partition(y, y[:500], "label-clusters", 12, 3, alpha=0.4, label_clusters=3)
+    P = p.shares
+    np.testing.assert_allclose(P.sum(0), 1.0)  # every class given out whole
+    distinct = {tuple(np.round(P[:, c], 12)) for c in range(10)}
+    assert len(distinct) == 3  # three groups of classes, one share vector each
+    sizes = sorted(sum(1 for c in range(10) if tuple(np.round(P[:, c], 12)) == d) for d in distinct)
+    assert sizes == [3, 3, 4]  # near-equal groups
+    one = make_partition(y, y[:500], "label-clusters", 12, 3, alpha=0.4, label_clusters=1).shares
+    assert np.allclose(one, one[:, :1])  # one group: every client has the same share of every class
+    with pytest.raises(PflkitError, match="label clusters"):
+        make_partition(y, y[:500], "label-clusters", 12, 3, label_clusters=11)
