@@ -68,7 +68,11 @@ def canonical(cfg: RunConfig, threads: int) -> dict:
     d = cfg.to_dict()
     d.pop("checkpoint")
     d.pop("device")
-    d["options"] = get_method(cfg.method).resolve_options(cfg.options)
+    method = get_method(cfg.method)
+    d["options"] = method.resolve_options(cfg.options)
+    for name, default in method.later_options.items():  # options added after stored runs existed
+        if d["options"].get(name) == default:
+            d["options"].pop(name)
     for name, default in LATER_FIELDS.items():
         if d[name] == default:
             d.pop(name)

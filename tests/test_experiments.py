@@ -90,6 +90,19 @@ def test_key_is_canonical():
     assert ex.run_key(a, 1) != ex.run_key(dataclasses.replace(a, seed=1), 1)
 
 
+def test_an_option_added_later_keeps_the_keys_of_stored_runs(monkeypatch):
+    from pflkit.methods import get_method
+
+    fedprox = get_method("fedprox")
+    cfg = tiny_config(method="fedprox")
+    before = ex.run_key(cfg, 1)
+    monkeypatch.setitem(fedprox.options, "new_knob", (7, "an option added after runs were stored"))
+    assert ex.run_key(cfg, 1) != before  # without the declaration every stored run would be recomputed
+    monkeypatch.setattr(fedprox, "later_options", {"new_knob": 7})
+    assert ex.run_key(cfg, 1) == before  # at its default it is left out of the key
+    assert ex.run_key(dataclasses.replace(cfg, options={"new_knob": 8}), 1) != before
+
+
 def arms():
     return ex.arms_for(["fedavg", "local"], tiny_config(rounds=2))
 

@@ -34,6 +34,9 @@ class Method:
     # clients of different model widths (pFedHN's computational budgets):
     # (client id, number of clients, options) -> width for build_model, or None for cfg.width
     client_width: Callable[[int, int, dict], str | int | None] | None = None
+    # options added after runs of this method were stored (name -> default): at their default they
+    # are left out of a run's key, so that stored runs keep their keys (add every new option here)
+    later_options: dict = field(default_factory=dict)
     # the client optimiser the authors' setting uses (RunConfig fields: lr, batch_size, local_steps, ...);
     # ``python -m pflkit run`` takes them for the fields the user leaves out
     training: dict = field(default_factory=dict)
