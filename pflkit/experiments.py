@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -616,6 +617,68 @@ def arms_for(methods: Iterable[str], base: RunConfig, options: dict[str, dict] |
         display_name(m): dataclasses.replace(base, method=m, options={**base.options, **options.get(m, {})})
         for m in methods
     }
+
+
+# ----------------------------------------------------------------------------- tuning on validation
+
+
+def grid(label: str, cfg: RunConfig, **axes) -> dict[str, RunConfig]:
+    """Arms of a validation pilot: ``cfg`` at every combination of ``axes`` (each a RunConfig
+    field, e.g. ``lr=[0.01, 0.05]``, or an option of the config's method, e.g.
+    ``alpha_lr=[0.1, 1.0]``), named ``"<label> · lr=0.01, alpha_lr=0.1"``."""
+    method = get_method(cfg.method)
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    for name in axes:
+        if name not in fields and name not in method.options:
+            raise PflkitError(f"{name!r} is neither a RunConfig field nor an option of {cfg.method}")
+    arms = {}
+    names = list(axes)
+    for values in itertools.product(*(axes[n] for n in names)):
+        setting = dict(zip(names, values))
+        opts = {**cfg.options, **{k: v for k, v in setting.items() if k not in fields}}
+        c = dataclasses.replace(cfg, options=opts, **{k: v for k, v in setting.items() if k in fields})
+        arms[
+            f"{label} · " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in setting.items())
+        ] = c
+    return arms
+
+
+@dataclass
+class Tuning:
+    """A validation pilot: its runs, and per label the arm (and config) of best validation metric."""
+
+    result: SweepResult
+    grids: dict[str, dict[str, RunConfig]]
+    by: str
+    chosen: dict[str, str]
+
+    def config(self, label: str) -> RunConfig:
+        return self.grids[label][self.chosen[label]]
+
+    def table(self) -> pd.DataFrame:
+        """Every pilot arm: the validation metric (mean ± 95 % CI over seeds), whether it was
+        chosen, and whether a chosen value sits at the edge of a one-axis grid (a wider grid might
+        choose otherwise)."""
+        rows = []
+        for label, arms in self.grids.items():
+            names = list(arms)
+            for i, arm in enumerate(names):
+                chosen = arm == self.chosen[label]
+                edge = chosen and len(names) > 2 and i in (0, len(names) - 1) and ", " not in arm.split(" · ", 1)[1]
+                rows.append({"method": label, "setting": arm.split(" · ", 1)[1], self.by: fmt_interval(self.result.values(arm, self.by)),
+                             "chosen": "yes" if chosen else "", "at the grid's edge": "yes" if edge else ""})  # fmt: skip
+        return pd.DataFrame(rows).set_index(["method", "setting"])
+
+
+def tune(grids: dict[str, dict[str, RunConfig]], seeds, store, *, by: str = "val_mean_acc", **sweep_kw) -> Tuning:
+    """Run every pilot grid (``{label: grid(...)}``) over ``seeds`` and choose, per label, the arm
+    of best mean ``by`` (a validation metric; never a test metric)."""
+    if not by.startswith("val_"):
+        raise PflkitError(f"choices are made on validation metrics (val_...), not on {by!r}")
+    arms = {a: c for g in grids.values() for a, c in g.items()}
+    result = sweep(arms, seeds, store, **sweep_kw)
+    chosen = {label: result.select(list(g), by=by) for label, g in grids.items()}
+    return Tuning(result, grids, by, chosen)
 
 
 # ----------------------------------------------------------------------------- FeSEM §5.2

@@ -348,3 +348,25 @@ def test_tables_follow_the_arms_order_not_the_store(tmp_path):
     res = ex.sweep(arms(), [0, 1], tmp_path, workers=1, progress=False)  # Local's runs are reused, FedAvg's not
     assert (res.computed, res.reused) == (2, 2)
     assert list(zip(res.finals().arm, res.finals().seed)) == [("FedAvg", 0), ("FedAvg", 1), ("Local", 0), ("Local", 1)]
+
+
+def test_grid_and_tune_choose_on_validation(tmp_path):
+    base = tiny_config(method="fedprox", rounds=2)
+    g = ex.grid("FedProx", base, lr=[0.001, 0.05], mu=[0.0, 0.1])
+    assert list(g) == ["FedProx · lr=0.001, mu=0", "FedProx · lr=0.001, mu=0.1", "FedProx · lr=0.05, mu=0",
+                       "FedProx · lr=0.05, mu=0.1"]  # fmt: skip
+    assert g["FedProx · lr=0.05, mu=0.1"].lr == 0.05 and g["FedProx · lr=0.05, mu=0.1"].options == {"mu": 0.1}
+    with pytest.raises(PflkitError, match="neither"):
+        ex.grid("FedProx", base, nope=[1])
+    grids = {"FedProx": g, "Local": ex.grid("Local", tiny_config(method="local", rounds=2), lr=[0.001, 0.01, 0.05])}
+    t = ex.tune(grids, [0, 1], tmp_path, workers=1, progress=False)
+    for label, arms in grids.items():
+        means = {a: t.result.values(a, "val_mean_acc").mean() for a in arms}
+        assert t.chosen[label] == max(means, key=means.get)
+        assert t.config(label) == arms[t.chosen[label]]
+    table = t.table()
+    assert (table["chosen"] == "yes").sum() == 2 and len(table) == 7
+    edge = table.loc["Local"]
+    assert (edge["at the grid's edge"] == "yes").sum() == (t.chosen["Local"] != "Local · lr=0.01")
+    with pytest.raises(PflkitError, match="validation"):
+        ex.tune(grids, [0], tmp_path, by="mean_acc")
