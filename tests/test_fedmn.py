@@ -152,3 +152,14 @@ def test_bad_options_are_one_clear_error(tiny_fed):
     cfg = cfg_(decisions="gumbel")
     with pytest.raises(PflkitError, match="decisions"):
         build(cfg, tiny_fed(cfg))
+
+
+def test_pretraining_rounds_are_evaluated_with_every_path(tiny_fed):
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.5)
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    server.aggregate({}, 0)  # round 0 (pretraining) done
+    assert "all_paths" in server.eval_message(0)
+    model = clients[0].eval_model(server.eval_message(0))
+    assert torch.equal(model.c, torch.ones(clients[0].model.n_paths))
+    server.aggregate({}, 2)  # round 2 (routing) done
+    assert "all_paths" not in server.eval_message(0)

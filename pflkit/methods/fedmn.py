@@ -246,9 +246,17 @@ class FedMNServer(Server):
         return out
 
     def eval_message(self, cid):
-        return {"weights": self.theta}  # evaluation: everything (counted apart, as eval bytes)
+        """Evaluation: everything (counted apart, as eval bytes); while pretraining, the network is
+        judged as it is trained, every path on."""
+        msg = {"weights": self.theta}
+        if not self.routing(self.rounds_done - 1):  # the round just trained
+            msg["all_paths"] = torch.tensor(True)
+        return msg
+
+    rounds_done = 0  # rounds aggregated so far
 
     def aggregate(self, uploads, rnd):
+        self.rounds_done = rnd + 1
         if not uploads:
             return
         ups = list(uploads.values())
@@ -261,10 +269,11 @@ class FedMNServer(Server):
             self.theta[k] = weighted_average([{k: t} for t, _ in users], [w for _, w in users])[k]
 
     def state_dict(self):
-        return {"theta": self.theta}
+        return {"theta": self.theta, "rounds_done": torch.tensor(self.rounds_done)}
 
     def load_state_dict(self, state):
         self.theta = dict(state["theta"])
+        self.rounds_done = int(state["rounds_done"])
 
 
 # ----------------------------------------------------------------------------- client
@@ -380,7 +389,7 @@ class FedMNClient(Client):
 
     def eval_model(self, message):
         self.model.load_state_dict(message["weights"])
-        if self.opt["force_paths"]:
+        if "all_paths" in message:
             return _Routed(self.model, torch.ones(self.model.n_paths, device=self.data.train_idx.device))
         mask, v, _, _ = self.decide(self.cfg.rounds, train=False)
         return _Routed(self.model, self.weights(mask, v).detach())
