@@ -96,7 +96,7 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--profile", choices=("smoke", "book", "paper"), default=None)
     r.add_argument("--model", default="lenet")
     r.add_argument("--width", default=None, help="LeNet width: S, M, L or a filter count")
-    r.add_argument("--sample-rate", type=float, default=1.0)
+    r.add_argument("--sample-rate", type=float, default=None, help="default: the method's, else 1 (every client)")
     r.add_argument("--local-epochs", type=int, default=None)
     r.add_argument("--local-steps", type=int, default=None)
     # None: the method's own training setting (Method.training, e.g. pFedHN's authors'), else TRAINING_DEFAULTS
@@ -104,6 +104,7 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--lr", type=float, default=None, help="default: the method's, else 0.01")
     r.add_argument("--momentum", type=float, default=None, help="default: the method's, else 0.9")
     r.add_argument("--weight-decay", type=float, default=None, help="default: the method's, else 0")
+    r.add_argument("--grad-clip", type=float, default=0.0, help="clip each local step's gradient norm (0: off)")
     r.add_argument("--eval-every", type=int, default=1)
     r.add_argument(
         "--eval-finetune-epochs",
@@ -229,13 +230,17 @@ def _config(args, method: str, options: dict):
         k: getattr(args, k) if getattr(args, k) is not None else own.get(k, d) for k, d in TRAINING_DEFAULTS.items()
     }
     local_steps = args.local_steps if args.local_steps is not None or args.local_epochs else own.get("local_steps")
+    clients = args.clients or prof["clients"]
+    sample_rate = args.sample_rate
+    if sample_rate is None:
+        sample_rate = min(1.0, own["clients_per_round"] / clients) if "clients_per_round" in own else 1.0
     return RunConfig(
         method=method, dataset=args.dataset, partition=args.partition,
-        clients=args.clients or prof["clients"], rounds=args.rounds or prof["rounds"], seed=args.seed,
+        clients=clients, rounds=args.rounds or prof["rounds"], seed=args.seed,
         classes_per_client=args.classes_per_client, shares=tuple(args.shares), alpha=args.alpha,
         label_clusters=args.label_clusters, val_fraction=args.val_fraction, train_images=args.train_images,
         test_images=args.test_images,
-        model=args.model, width=args.width, sample_rate=args.sample_rate,
+        model=args.model, width=args.width, sample_rate=sample_rate, grad_clip=args.grad_clip,
         local_epochs=args.local_epochs or prof["local_epochs"], local_steps=local_steps, **train,
         eval_every=args.eval_every, eval_finetune_epochs=args.eval_finetune_epochs, device=args.device,
         checkpoint=getattr(args, "checkpoint", None), options=options,

@@ -64,6 +64,7 @@ class RunConfig:
     lr: float = 0.01
     momentum: float = 0.9
     weight_decay: float = 0.0
+    grad_clip: float = 0.0  # clip each local step's gradient norm at this (0: no clipping)
     # engine
     eval_every: int = 1
     # evaluate every client after this many epochs of local fine-tuning of (a copy of) the model
@@ -212,17 +213,30 @@ def evaluate_clients(server, clients, client_ids, eval_seed: int) -> dict:
 # ----------------------------------------------------------------------------- the run
 
 
-def git_commit() -> str:
+def _git(*args) -> str:
+    here = Path(__file__).resolve().parent
     try:
-        here = Path(__file__).resolve().parent
-        return (
-            subprocess.run(
-                ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
-            ).stdout.strip()
-            or "unknown"
-        )
+        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _source_commit() -> str:
+    """HEAD, with ``-dirty`` when the kit's sources differ from it ("unknown" outside git)."""
+    head = _git("rev-parse", "HEAD")
+    if not head:
         return "unknown"
+    return head + ("-dirty" if _git("status", "--porcelain", "--", "pflkit") else "")
+
+
+# read once, when the kit is imported: a long-lived process (a notebook kernel, a sweep worker)
+# runs the code it imported, whatever HEAD is by the time a run starts
+SOURCE_COMMIT = _source_commit()
+
+
+def git_commit() -> str:
+    """The commit of the sources this process runs (see :data:`SOURCE_COMMIT`)."""
+    return SOURCE_COMMIT
 
 
 def build(cfg: RunConfig, fed: Federation | None = None):
@@ -271,7 +285,6 @@ def run(
     if cfg.rounds < 1 or cfg.clients < 1 or not 0 < cfg.sample_rate <= 1 or cfg.eval_finetune_epochs < 0:
         raise PflkitError("rounds and clients must be >= 1, sample_rate in (0, 1] and eval_finetune_epochs >= 0")
     t0 = time.perf_counter()
-    commit = git_commit()  # the sources this run starts from (a long run may outlive the checkout's HEAD)
     fed, method, server, clients = build(cfg, fed)
     train_ids = [i for i in range(len(clients)) if i not in set(fed.partition.novel)]
     history: list[dict] = []
@@ -335,13 +348,15 @@ def run(
                 on_round(rnd + 1, row, server, clients)
         t_ckpt = time.perf_counter()
         timing["eval_s"] += t_ckpt - t_eval
-        if ckpt is not None and evaluated:  # checkpoints follow evaluations: a resumed run repeats < eval_every rounds
+        # checkpoints follow evaluations (a resumed run repeats < eval_every rounds), but not the last
+        # round: a run killed before its record was stored redoes its last stretch, probes included
+        if ckpt is not None and evaluated and rnd + 1 < cfg.rounds:
             save_checkpoint(ckpt, cfg, rnd + 1, history, ledger, server, clients, trace)
             timing["checkpoint_s"] += time.perf_counter() - t_ckpt
 
     if not history:  # stopped (stop_after) before the first evaluation
         return {"config": cfg.to_dict(), "history": [], "round_loss": trace}
-    return make_result(cfg, fed, method, history, ledger, time.perf_counter() - t0, timing, trace, commit)
+    return make_result(cfg, fed, method, history, ledger, time.perf_counter() - t0, timing, trace)
 
 
 def cpu_model() -> str:
@@ -355,7 +370,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def make_result(cfg, fed, method, history, ledger, wall, timing, trace=(), commit=None) -> dict:
+def make_result(cfg, fed, method, history, ledger, wall, timing, trace=()) -> dict:
     last = history[-1]
     with_val = [h for h in history if "val_mean_acc" in h]
     best = max(with_val, key=lambda h: h["val_mean_acc"]) if with_val else last
@@ -378,7 +393,7 @@ def make_result(cfg, fed, method, history, ledger, wall, timing, trace=(), commi
             "pflkit": __version__,
             "torch": torch.__version__,
             "python": platform.python_version(),
-            "git_commit": commit or git_commit(),
+            "git_commit": git_commit(),
             "device": str(fed.device),
             "threads": torch.get_num_threads(),
             "cpu": cpu_model(),
@@ -395,6 +410,7 @@ def make_result(cfg, fed, method, history, ledger, wall, timing, trace=(), commi
 # fields added to RunConfig after checkpoints and stored runs existed: left out of their keys at
 # these defaults, so that earlier files keep their meaning
 LATER_FIELDS = {
+    "grad_clip": 0.0,
     "label_clusters": 3,
     "eval_finetune_epochs": 0,
     "train_images": None,

@@ -91,7 +91,8 @@ _CODE: list[str] = []
 
 
 def code_version() -> str:
-    """A hash of the kit's source files: runs of other code are not reused by default."""
+    """A hash of the kit's source files as this process imported them (computed at import):
+    runs of other code are not reused by default."""
     if not _CODE:
         h = hashlib.sha1()
         here = Path(__file__).resolve().parent
@@ -99,6 +100,9 @@ def code_version() -> str:
             h.update(str(f.relative_to(here)).encode() + b"\0" + f.read_bytes())
         _CODE.append(h.hexdigest()[:12])
     return _CODE[0]
+
+
+code_version()  # now, at import: a long-lived process runs the sources it imported
 
 
 class Store:
@@ -254,7 +258,6 @@ def sweep(
                 todo.setdefault(key, (c, []))[1].append((name, seed))
     reused = len({r["key"] for r in records.values()})
     if todo:
-        code_version()  # hashed now, before workers fork: every run records the sources the sweep started from
         n_local = _local_workers(workers, threads, len(todo)) if executor is None else None
         if executor is None:  # read once here: a missing dataset fails now, and forked workers share it
             for name in sorted({c.dataset for c, _ in todo.values()}):

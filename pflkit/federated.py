@@ -246,6 +246,8 @@ class Client:
                 loss = loss + penalty(model)
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            if self.cfg.grad_clip:
+                nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], self.cfg.grad_clip)
             opt.step()
             total += loss.detach()
             n += 1

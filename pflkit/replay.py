@@ -2,7 +2,7 @@
 
 The ``book`` profile reads its runs from ``results/<chapter>/`` whatever kit sources made them
 (:func:`pflkit.profiles.store_for`).  ``make test`` therefore re-runs the first
-:data:`REPLAY_ROUNDS` rounds of a sample of stored runs, from each run's stored config and with
+:data:`REPLAY_ROUNDS` rounds (on through the first evaluated round) of a sample of stored runs, from each run's stored config and with
 its recorded torch thread count, and compares them with what the run recorded:
 
 * every round's mean training loss (``round_loss``: a fingerprint of the whole training
@@ -76,7 +76,7 @@ def replay(record: dict, rounds: int = REPLAY_ROUNDS) -> list[str]:
     if "round_loss" not in record:
         return ["it records no per-round training loss (made before the replay check existed)"]
     cfg = config_of(record)
-    rounds = min(rounds, cfg.rounds)
+    rounds = replay_rounds(cfg, rounds)
     threads = int(record.get("canonical", {}).get("threads") or record["provenance"].get("threads", 1))
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -101,6 +101,12 @@ def replay(record: dict, rounds: int = REPLAY_ROUNDS) -> list[str]:
             if not _same(old.get(field), value, exact, field):
                 problems.append(f"round {row['round']} {field} {old.get(field)!r} stored, {value!r} now")
     return problems
+
+
+def replay_rounds(cfg: RunConfig, rounds: int = REPLAY_ROUNDS) -> int:
+    """The first ``rounds`` rounds, and on through the first evaluated round, so that the
+    evaluation is compared too (a pFedHN run evaluated every 50 rounds replays 50)."""
+    return min(max(rounds, cfg.eval_every), cfg.rounds)
 
 
 def commit_seed() -> int:
@@ -138,7 +144,7 @@ def check(path, k: int = 3, seed: int | None = None, rounds: int = REPLAY_ROUNDS
                 + f"; recompute it: rm {f} && make book"
             )
         else:
-            log(f"{f}: first {min(rounds, record['config']['rounds'])} round(s) replay ({where})")
+            log(f"{f}: first {replay_rounds(config_of(record), rounds)} round(s) replay ({where})")
     return stale
 
 

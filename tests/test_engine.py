@@ -29,9 +29,9 @@ def test_resume_after_kill_equals_uninterrupted(tiny_fed, tmp_path, method):
 
 def test_checkpoint_of_other_config_refused(tiny_fed, tmp_path):
     ckpt = str(tmp_path / "ck.pt")
-    cfg = tiny_config(rounds=1, checkpoint=ckpt)
-    run(cfg, tiny_fed(cfg))
-    other = tiny_config(rounds=1, checkpoint=ckpt, lr=0.1)
+    cfg = tiny_config(rounds=2, checkpoint=ckpt)
+    run(cfg, tiny_fed(cfg))  # checkpointed after round 1 (the last round is not checkpointed)
+    other = tiny_config(rounds=2, checkpoint=ckpt, lr=0.1)
     with pytest.raises(PflkitError, match="different configuration"):
         run(other, tiny_fed(other))
 

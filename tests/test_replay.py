@@ -8,6 +8,8 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import torch
+
 from pflkit import experiments as ex
 from pflkit import profiles, replay
 from pflkit.engine import run
@@ -92,6 +94,8 @@ def test_book_profile_reads_the_committed_store(monkeypatch, tmp_path):
     monkeypatch.delenv("PFLBOOK_FRESH", raising=False)
     book = profiles.store_for("pfedhn", "book")
     assert book.path == profiles.COMMITTED / "pfedhn" and book.reuse == "any"
+    pending = profiles.store_for("pfedmb", "book")  # not converged yet (issue 12): a build store, same code
+    assert pending.path.parts[-3:] == ("store", "book", "pfedmb") and pending.reuse == "same-code"
     smoke = profiles.store_for("pfedhn", "smoke")
     assert smoke.path.parts[-3:] == ("store", "smoke", "pfedhn") and smoke.reuse == "same-code"
     monkeypatch.setenv("PFLBOOK_FRESH", "1")  # make book FRESH=1: recompute, do not read results/
@@ -109,11 +113,13 @@ def test_pfedhn_runs_with_the_authors_client_optimiser_unless_told_otherwise():
 
     c = cfg()
     assert (c.lr, c.momentum, c.weight_decay, c.batch_size, c.local_steps) == (5e-3, 0.9, 5e-5, 64, 50)
+    assert c.sample_rate == 1 / c.clients  # Algorithm 1: one client per hypernetwork step
+    assert cfg("--sample-rate", "0.5").sample_rate == 0.5
     c = cfg("--lr", "0.1", "--local-epochs", "1")
     assert (c.lr, c.batch_size, c.local_steps, c.local_epochs) == (0.1, 64, None, 1)
     args, _ = build_parser().parse_known_args(["run", "fedavg", "--dataset", "digits"])
     c = _config(args, "fedavg", {})
-    assert (c.lr, c.batch_size, c.weight_decay, c.local_steps) == (0.01, 50, 0.0, None)
+    assert (c.lr, c.batch_size, c.weight_decay, c.local_steps, c.sample_rate) == (0.01, 50, 0.0, None, 1.0)
 
 
 def test_run_method_help_lists_the_methods_options():
@@ -136,3 +142,28 @@ def test_novel_clients_are_part_of_a_config_and_never_train():
     plain = tiny_config()
     assert ex.run_key(plain, 1) == ex.run_key(dataclasses.replace(plain, novel_clients=0, novel_alpha=None), 1)
     assert "novel_clients" not in ex.canonical(plain, 1)  # earlier stored runs keep their keys
+
+
+def test_replay_runs_through_the_first_evaluation():
+    cfg = tiny_config(rounds=100, eval_every=50)
+    assert replay.replay_rounds(cfg) == 50
+    assert replay.replay_rounds(dataclasses.replace(cfg, eval_every=1)) == 2
+    assert replay.replay_rounds(dataclasses.replace(cfg, rounds=1)) == 1
+
+
+def test_grad_clip_bounds_every_local_step(tiny_fed):
+    from pflkit.engine import build
+
+    def displacement(clip):
+        cfg = tiny_config(method="local", lr=1.0, momentum=0.0, grad_clip=clip)
+        _, _, _, clients = build(cfg, tiny_fed(cfg))
+        c = clients[0]
+        before = torch.cat([p.detach().flatten().clone() for p in c.model.parameters()])
+        c.generator.manual_seed(0)
+        c.sgd(steps=3)
+        return float((torch.cat([p.detach().flatten() for p in c.model.parameters()]) - before).norm())
+
+    clipped = displacement(1e-3)
+    assert 0 < clipped <= 3e-3 * (1 + 1e-4)  # three steps of lr × a gradient of norm ≤ 1e-3
+    assert displacement(0.0) > 100 * clipped  # unclipped, the same steps move far more
+    assert "grad_clip" not in ex.canonical(tiny_config(), 1)  # earlier stored runs keep their keys

@@ -58,7 +58,9 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None) ->
             out = stage / rel
             if only and nb.stem not in only:
                 continue
-            if not force and out.exists() and out.stat().st_mtime >= newest_input(nb):
+            stamp = store_stamp(nb, profile)
+            fresh_enough = out.exists() and out.stat().st_mtime >= newest_input(nb)
+            if not force and fresh_enough and report.get(str(rel), {}).get("store_stamp") == stamp:
                 print(f"[{profile}] {rel}: up to date", flush=True)
                 continue
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -86,6 +88,7 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None) ->
                 "commit": git_commit(),
                 "device": device_name(),
                 **store_usage(usage),
+                "store_stamp": stamp,
             }
             report_path.write_text(json.dumps(report, indent=1))
     finally:
@@ -94,6 +97,16 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None) ->
         else:
             os.environ["PFLBOOK_PROFILE"] = env_profile
     return report
+
+
+def store_stamp(nb: Path, profile: str) -> str:
+    """What a chapter's execution read from outside its sources: the committed runs it could
+    reuse (their names: deleting one to recompute it re-executes the chapter) and FRESH."""
+    import hashlib
+
+    names = sorted(p.name for p in (ROOT / "results" / nb.stem).glob("*.json"))
+    blob = json.dumps({"runs": names, "fresh": os.environ.get("PFLBOOK_FRESH", "0"), "profile": profile})
+    return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
 def store_usage(log: Path) -> dict:

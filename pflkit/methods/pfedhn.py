@@ -292,8 +292,11 @@ def train_novel_embedding(server: PFedHNServer, client: Client, steps: int, lr: 
 
 
 # the authors' client optimiser and local steps (their code; the paper is silent): SGD, lr 5e-3,
-# momentum 0.9, weight decay 5e-5, batch 64, K = 50
-AUTHORS_TRAINING = {"lr": 5e-3, "momentum": 0.9, "weight_decay": 5e-5, "batch_size": 64, "local_steps": 50}
+# momentum 0.9, weight decay 5e-5, batch 64, K = 50; one client per round (Algorithm 1)
+AUTHORS_TRAINING = {
+    "lr": 5e-3, "momentum": 0.9, "weight_decay": 5e-5, "batch_size": 64, "local_steps": 50,
+    "clients_per_round": 1,  # Algorithm 1: one client per hypernetwork step
+}  # fmt: skip
 
 
 def _options(hn_lr: float) -> dict[str, tuple]:
