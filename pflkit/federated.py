@@ -321,5 +321,12 @@ def reinitialised(model: nn.Module, seed: int) -> nn.Module:
     return fresh.to(device)
 
 
+def distinct_states(model: nn.Module, k: int, seed: int) -> list[dict[str, torch.Tensor]]:
+    """k initial states of one architecture: the model's own, then k − 1 re-drawn from (seed, j)
+    (:func:`reinitialised`), for methods with several models that must start apart (IFCA's
+    clusters, FedEM's components): equal models would get equal updates and never separate."""
+    return [snapshot(model)] + [snapshot(reinitialised(model, derive_seed(seed, j))) for j in range(1, k)]
+
+
 def _shapes(model: nn.Module) -> dict:
     return {k: v.shape for k, v in model.state_dict().items()}

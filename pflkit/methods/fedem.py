@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import PflkitError
-from ..federated import Client, Server, clone_model, derive_seed, predict, reinitialised, snapshot, weighted_average
+from ..federated import Client, Server, clone_model, distinct_states, predict, snapshot, weighted_average
 from . import Method, register
 
 
@@ -82,9 +82,7 @@ class FedEMServer(Server):
         m = opts["components"]
         if m < 1:
             raise PflkitError(f"FedEM needs components >= 1, got {m}")
-        self.thetas = [snapshot(model)] + [
-            snapshot(reinitialised(model, derive_seed(cfg.seed, j))) for j in range(1, m)
-        ]
+        self.thetas = distinct_states(model, m, cfg.seed)
 
     def message_for(self, cid, rnd):
         return {"models": self.thetas}  # θ_1^{k-1}, ..., θ_M^{k-1}

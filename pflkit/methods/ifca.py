@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import PflkitError
-from ..federated import Client, Server, derive_seed, evaluate, reinitialised, snapshot, weighted_average
+from ..federated import Client, Server, distinct_states, evaluate, snapshot, weighted_average
 from . import Method, register
 
 
@@ -32,9 +32,7 @@ class IFCAServer(Server):
         k = opts["clusters"]
         if k < 1:
             raise PflkitError(f"IFCA needs clusters >= 1, got {k}")
-        self.thetas = [snapshot(model)] + [
-            snapshot(reinitialised(model, derive_seed(cfg.seed, j))) for j in range(1, k)
-        ]
+        self.thetas = distinct_states(model, k, cfg.seed)
 
     def message_for(self, cid, rnd):
         return {"models": self.thetas}  # θ_1^t, ..., θ_K^t
