@@ -360,7 +360,7 @@ class FedMNClient(Client):
 
     def router_step(self, grad_v, noise, tau):
         """Backpropagate the task loss's gradient on v through eq. 5 and eq. 9 to θ_h, one SGD step
-        of the client's learning rate with the K steps' summed gradient."""
+        of ``router_lr`` (default: the client's learning rate) with the K steps' summed gradient."""
         router = self.model.router
         x, y = self.data.split("train")
         g = router.logits(x, y)
@@ -373,7 +373,7 @@ class FedMNClient(Client):
         with torch.no_grad():
             for p in router.parameters():
                 if p.grad is not None:
-                    p -= self.cfg.lr * p.grad
+                    p -= (self.opt["router_lr"] or self.cfg.lr) * p.grad
         router.zero_grad(set_to_none=True)
 
     def reply(self, c, loss, routed):
@@ -454,6 +454,7 @@ register(
             "tau_end": (0.1, "temperature at the last round (exponential decay)"),
             "anneal": (1, "1: anneal τ from tau_start to tau_end; 0: keep tau_start (the authors' code)"),
             "pretrain_fraction": (0.2, "share of the rounds that pretrain the network by FedAvg, every path on"),
+            "router_lr": (0.0, "learning rate of the router's step at the end of a round (0: the run's lr)"),
             "router_grad": (1, "1: the task loss trains the router (paper); 0: no gradient (the authors' code)"),
             "decisions": (
                 "relaxed",
