@@ -43,3 +43,19 @@ def test_math_is_served_from_the_book_itself():
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert "sphinx-mathjax-offline" in cfg["sphinx"]["extra_extensions"]
     assert "mathjax_path" not in cfg["sphinx"]["config"]  # a CDN path here would undo it
+
+
+def test_a_chapter_is_re_executed_when_its_committed_runs_or_fresh_change(monkeypatch, tmp_path):
+    monkeypatch.setattr(build_book, "ROOT", tmp_path)
+    store = tmp_path / "results" / "pfedhn"
+    store.mkdir(parents=True)
+    nb = tmp_path / "book" / "pfedhn.ipynb"
+    monkeypatch.delenv("PFLBOOK_FRESH", raising=False)
+    empty = build_book.store_stamp(nb, "book")
+    (store / "a.json").write_text("{}")
+    one = build_book.store_stamp(nb, "book")
+    assert one != empty
+    (store / "a.json").unlink()  # deleting a run to recompute it changes the stamp back
+    assert build_book.store_stamp(nb, "book") == empty
+    monkeypatch.setenv("PFLBOOK_FRESH", "1")
+    assert build_book.store_stamp(nb, "book") != empty
