@@ -203,6 +203,16 @@ def block_keys(state: dict, layer: int, j: int) -> list[str]:
     return [k for k in state if k.startswith(prefix)]
 
 
+def active_blocks(state: dict, active, shared: bool) -> dict:
+    """The tensors of the active blocks (a_m, by layer) in ``state``: what goes over the wire."""
+    out = {}
+    for li, row in enumerate(active):
+        for j, on in enumerate(row):
+            if on:
+                out.update({k: state[k] for k in block_keys(state, li, 0 if shared else j)})
+    return out
+
+
 def part(state: dict, prefix: str) -> dict:
     return {k: v for k, v in state.items() if k.startswith(prefix)}
 
@@ -234,16 +244,9 @@ class FedMNServer(Server):
     def message_for(self, cid, rnd):
         if not self.routing(rnd):  # pretraining (FedAvg, every path on): the whole network
             return {"weights": {k: v for k, v in self.theta.items() if not k.startswith("router.")}}
-        return {"blocks": self.blocks_for(self.requests.pop(cid))}  # only the active blocks (§II-E)
-
-    def blocks_for(self, active) -> dict:
-        out = {}
-        for li, row in enumerate(active):
-            for j, on in enumerate(row):
-                if on:
-                    jj = 0 if self.shared else j
-                    out.update({k: self.theta[k] for k in block_keys(self.theta, li, jj)})
-        return out
+        return {
+            "blocks": active_blocks(self.theta, self.requests.pop(cid), self.shared)
+        }  # only the active blocks (§II-E)
 
     def eval_message(self, cid):
         """Evaluation: everything (counted apart, as eval bytes); while pretraining, the network is
@@ -379,11 +382,7 @@ class FedMNClient(Client):
     def reply(self, c, loss, routed):
         """Encoders (and, in routing rounds, the router) and the active blocks only (§II-E)."""
         net, state = self.model, snapshot(self.model)
-        blocks = {}
-        for li, row in enumerate(net.active(c)):
-            for j, on in enumerate(row):
-                if on:
-                    blocks.update({k: state[k] for k in block_keys(state, li, 0 if net.shared else j)})
+        blocks = active_blocks(state, net.active(c), net.shared)
         shared = part(state, "encoders.") | (part(state, "router.") if routed else {})
         return {"shared": shared, "blocks": blocks, "n": self.n_samples(), "_loss": loss}
 
