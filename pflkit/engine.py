@@ -284,7 +284,7 @@ def run(
     """
     if cfg.rounds < 1 or cfg.clients < 1 or not 0 < cfg.sample_rate <= 1 or cfg.eval_finetune_epochs < 0:
         raise PflkitError("rounds and clients must be >= 1, sample_rate in (0, 1] and eval_finetune_epochs >= 0")
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     fed, method, server, clients = build(cfg, fed)
     train_ids = [i for i in range(len(clients)) if i not in set(fed.partition.novel)]
     history: list[dict] = []
@@ -356,7 +356,9 @@ def run(
 
     if not history:  # stopped (stop_after) before the first evaluation
         return {"config": cfg.to_dict(), "history": [], "round_loss": trace}
-    return make_result(cfg, fed, method, history, ledger, time.perf_counter() - t0, timing, trace)
+    return make_result(
+        cfg, fed, method, history, ledger, time.perf_counter() - t0, timing, trace, time.process_time() - cpu0
+    )
 
 
 def cpu_model() -> str:
@@ -370,7 +372,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def make_result(cfg, fed, method, history, ledger, wall, timing, trace=()) -> dict:
+def make_result(cfg, fed, method, history, ledger, wall, timing, trace=(), cpu=None) -> dict:
     last = history[-1]
     with_val = [h for h in history if "val_mean_acc" in h]
     best = max(with_val, key=lambda h: h["val_mean_acc"]) if with_val else last
@@ -398,6 +400,7 @@ def make_result(cfg, fed, method, history, ledger, wall, timing, trace=()) -> di
             "threads": torch.get_num_threads(),
             "cpu": cpu_model(),
             "wall_time_s": round(wall, 3),
+            "cpu_time_s": None if cpu is None else round(cpu, 3),  # CPU seconds of this process (all its threads)
             "seed": cfg.seed,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
         },

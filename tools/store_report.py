@@ -3,8 +3,9 @@
     python tools/store_report.py            # every chapter under results/
     python tools/store_report.py pfedhn     # one chapter
 
-CPU-hours are Σ wall time × torch threads of the stored runs (a run resumed after a kill counts
-only its last session's wall time, so this is a lower bound then).
+CPU-hours are Σ the CPU time of the stored runs' processes (``cpu_time_s``; for runs stored before
+it was recorded, wall time × torch threads).  A run resumed after a kill counts only its last
+session, so the figure is a lower bound then.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def report(folder: Path) -> dict:
     for f in files:
         r = json.loads(f.read_text())
         prov = r["provenance"]
-        cpu_s += prov["wall_time_s"] * prov.get("threads", 1)
+        cpu = prov.get("cpu_time_s")
+        cpu_s += cpu if cpu is not None else prov["wall_time_s"] * prov.get("threads", 1)
         commits[prov.get("git_commit", "unknown")[:7]] += 1
         methods[r["config"]["method"]] += 1
     return {
