@@ -26,7 +26,13 @@ def _add_protocol_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classes-per-client", type=int, default=2, metavar="K")
     p.add_argument("--shares", type=float, nargs=2, default=(0.4, 0.6), metavar=("LOW", "HIGH"))
     p.add_argument("--alpha", type=float, default=0.5, metavar="A")
-    p.add_argument("--label-clusters", type=int, default=3, metavar="G", help="groups of classes (label-clusters)")
+    p.add_argument(
+        "--label-clusters",
+        type=int,
+        default=3,
+        metavar="G",
+        help="groups of classes (label-clusters) or of label maps (concept)",
+    )
     p.add_argument("--val-fraction", type=float, default=0.1)
     p.add_argument("--download", action="store_true", help="download missing data with torchvision")
 
@@ -86,7 +92,7 @@ TRAINING_DEFAULTS = {"batch_size": 50, "lr": 0.01, "momentum": 0.9, "weight_deca
 def _add_run_options(r: argparse.ArgumentParser) -> None:
     _add_protocol_options(r)
     r.add_argument(
-        "--partition", default="pathological", choices=(*PROTOCOLS, NATURAL, "groups"),
+        "--partition", default="pathological", choices=(*PROTOCOLS, NATURAL, "groups", "concept"),
         help="partition protocol; natural: one client per user (femnist, celeba); "
         "groups: Dirichlet(--alpha) label mixes in 4 latent image-transform groups",
     )  # fmt: skip

@@ -43,7 +43,7 @@ class RunConfig:
     classes_per_client: int = 2
     shares: tuple[float, float] = (0.4, 0.6)
     alpha: float = 0.5
-    label_clusters: int = 3  # the label-clusters protocol's groups of classes (FedEM's split)
+    label_clusters: int = 3  # groups: of classes (label-clusters, FedEM's split), of label maps (concept)
     val_fraction: float = 0.1
     # held-out novel clients (dirichlet-normalized only, pFedHN §5.3): the last ``novel_clients``
     # clients never train; their label mixes are drawn with ``novel_alpha`` (one value, or one per
@@ -107,12 +107,19 @@ class Federation:
     def from_config(cls, cfg: RunConfig, ds: FedDataset | None = None, download: bool = False) -> Federation:
         """The federation a config describes: its dataset (or ``ds``), subset to
         ``train_images``/``test_images``, split by its partition protocol (``groups``: the
-        grouped federation of :mod:`pflkit.grouped`)."""
+        grouped federation of :mod:`pflkit.grouped`; ``concept``: its concept-shift federation)."""
         ds = subsample(ds or dataset(cfg.dataset, download), cfg.train_images, cfg.test_images)
         if cfg.partition == "groups":  # clients in latent groups of image transforms
             from .grouped import grouped_federation
 
             g = grouped_federation(ds, cfg.clients, cfg.seed, alpha=cfg.alpha, val_fraction=cfg.val_fraction)
+            return cls(g.ds, g.partition, pick_device(cfg.device))
+        if cfg.partition == "concept":  # iid clients in label_clusters groups that differ in p(y|x)
+            from .grouped import concept_federation
+
+            g = concept_federation(
+                ds, cfg.clients, cfg.seed, n_groups=cfg.label_clusters, val_fraction=cfg.val_fraction
+            )
             return cls(g.ds, g.partition, pick_device(cfg.device))
         part = partition_dataset(
             ds, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,

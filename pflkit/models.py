@@ -7,6 +7,8 @@ LG-FedAvg the head, pFedHN-PC generates the body) select parameters by these pre
 
 from __future__ import annotations
 
+import re
+
 import torch
 from torch import nn
 
@@ -111,12 +113,19 @@ MODELS = {"lenet": lenet, "fedavg-cnn": fedavg_cnn, "mlp": mlp}
 
 def build_model(name: str, input_shape, n_classes: int, width: str | int | None = None) -> SplitNet:
     """Build a model by name: ``lenet`` (width S/M/L or filter count), ``fedavg-cnn``, ``mlp``,
-    or any torchvision classification architecture name."""
+    ``mlp<L>x<H>`` (L linear layers, hidden ones of H units: ``mlp8x256``), or any torchvision
+    classification architecture name."""
     if name == "lenet":
         n_kernels = LENET_WIDTHS.get(width, width) if width is not None else 16
         return lenet(input_shape, n_classes, n_kernels=int(n_kernels))
     if name in MODELS:
         return MODELS[name](input_shape, n_classes)
+    deep = re.fullmatch(r"mlp(\d+)x(\d+)", name)
+    if deep:  # mlp<L>x<H>: L linear layers, the first L − 1 of H units (FedMN's Figure 2: 8–10 × 256)
+        layers, units = int(deep[1]), int(deep[2])
+        if layers < 2 or units < 1:
+            raise PflkitError(f"model {name!r}: mlp<L>x<H> needs L >= 2 layers and H >= 1 units")
+        return mlp(input_shape, n_classes, hidden=(units,) * (layers - 1))
     return torchvision_model(name, input_shape, n_classes)
 
 

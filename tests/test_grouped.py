@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pflkit.errors import PflkitError
-from pflkit.grouped import TRANSFORMS, grouped_federation
+from pflkit.grouped import TRANSFORMS, concept_federation, grouped_federation
 from pflkit.partitions import partition_dataset
 
 
@@ -72,3 +72,29 @@ def test_cli_runs_on_the_grouped_partition(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["config"]["partition"] == "groups"
+
+
+def test_concept_federation_differs_only_in_p_y_given_x(digits):
+    g = concept_federation(digits, n_clients=9, seed=2, n_groups=3)
+    maps = [np.array(m) for m in g.partition.params["label_maps"]]
+    assert g.partition.params["groups"] == g.groups.tolist() and sorted(np.bincount(g.groups).tolist()) == [3, 3, 3]
+    assert (maps[0] == np.arange(10)).all()  # group 0 keeps the labels
+    for m in maps[1:]:
+        assert sorted(m.tolist()) == list(range(10)) and (m != np.arange(10)).all()  # a derangement
+    assert not (maps[1] == maps[2]).all()
+    assert torch.equal(g.ds.x_train, digits.x_train) and torch.equal(g.ds.x_test, digits.x_test)  # p(x) untouched
+    ref = partition_dataset(digits, "iid", 9, 2)
+    for c, r, grp in zip(g.partition.clients, ref.clients, g.groups):
+        assert np.array_equal(c.train, r.train) and np.array_equal(c.test, r.test)  # iid label mixes
+        for split, y_new, y_old in (("train", g.ds.y_train, digits.y_train), ("val", g.ds.y_train, digits.y_train),
+                                    ("test", g.ds.y_test, digits.y_test)):  # fmt: skip
+            idx = torch.as_tensor(getattr(c, split), dtype=torch.long)
+            assert y_new[idx].tolist() == maps[grp][y_old[idx].numpy()].tolist()
+
+
+def test_concept_partition_from_a_config(digits):
+    from pflkit.engine import Federation, RunConfig
+
+    cfg = RunConfig(dataset="digits", partition="concept", clients=6, label_clusters=2, seed=0)
+    fed = Federation.from_config(cfg, ds=digits)
+    assert fed.partition.protocol == "concept" and len(fed.partition.params["label_maps"]) == 2

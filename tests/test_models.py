@@ -19,6 +19,15 @@ def test_other_models(name):
     assert m(torch.zeros(2, 1, 28, 28)).shape == (2, 7)
 
 
+def test_deep_mlp_names_count_their_linear_layers():
+    m = build_model("mlp8x256", (1, 28, 28), 10)
+    linears = [x for x in m.modules() if isinstance(x, torch.nn.Linear)]
+    assert len(linears) == 8 and all(x.out_features == 256 for x in linears[:-1]) and m.head is linears[-1]
+    assert n_params(m) == (784 * 256 + 256) + 6 * (256 * 256 + 256) + (256 * 10 + 10)
+    with pytest.raises(Exception, match="L >= 2"):
+        build_model("mlp1x256", (1, 28, 28), 10)
+
+
 def test_fedavg_cnn_size():
     # McMahan et al. (2017), §3: "a CNN with two 5x5 convolution layers ... 1,663,370 total parameters"
     assert n_params(build_model("fedavg-cnn", (1, 28, 28), 10)) == 1_663_370
