@@ -154,8 +154,8 @@ def test_bad_options_are_one_clear_error(tiny_fed):
         build(cfg, tiny_fed(cfg))
 
 
-def test_pretraining_rounds_are_evaluated_with_every_path(tiny_fed):
-    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.5)
+def test_pretraining_rounds_are_evaluated_as_they_train(tiny_fed):
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.5, pretrain="all-paths")
     _, _, server, clients = build(cfg, tiny_fed(cfg))
     server.aggregate({}, 0)  # round 0 (pretraining) done
     assert "all_paths" in server.eval_message(0)
@@ -163,3 +163,59 @@ def test_pretraining_rounds_are_evaluated_with_every_path(tiny_fed):
     assert torch.equal(model.c, torch.ones(clients[0].model.n_paths))
     server.aggregate({}, 2)  # round 2 (routing) done
     assert "all_paths" not in server.eval_message(0)
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.5)  # the paper's: the encoder models' mean logits
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    server.aggregate({}, 0)
+    model = clients[0].eval_model(server.eval_message(0))
+    x = clients[0].data.split("test")[0][:4]
+    net = clients[0].model.eval()
+    want = (net.pre_heads[0](net.encoders[0](x)) + net.pre_heads[1](net.encoders[1](x))) / 2
+    assert torch.allclose(model(x), want)
+
+
+def test_encoder_pretraining_is_fedavg_on_each_encoder_model(tiny_fed):
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.5, dropout=0.0)
+    fed = tiny_fed(cfg)
+    _, _, server, clients = build(cfg, fed)
+    start = copy.deepcopy(clients[0].model)
+    msg = server.message_for(0, 0)
+    assert {k.split(".")[0] for k in msg["pretrain"]} == {"encoders", "pre_heads"}  # nothing else goes down
+    by_hand = []
+    for c in clients:  # FedAvg on encoder j + its head, for every j, the same batches
+        models = [
+            torch.nn.Sequential(copy.deepcopy(start.encoders[j]), copy.deepcopy(start.pre_heads[j])) for j in (0, 1)
+        ]
+        opts = [torch.optim.SGD(m.parameters(), lr=cfg.lr, momentum=cfg.momentum) for m in models]
+        c.generator.manual_seed(derive_seed(cfg.seed, 0, 3, c.cid))
+        for x, y in c.batches():
+            for m, o in zip(models, opts):
+                loss = F.cross_entropy(m(x), y)
+                o.zero_grad()
+                loss.backward()
+                o.step()
+        state = {f"{part}.{j}.{k}": v for j, m in enumerate(models)
+                 for i, part in enumerate(("encoders", "pre_heads")) for k, v in m[i].state_dict().items()}  # fmt: skip
+        by_hand.append((state, c.data.n_train))
+    expected = weighted_average([s for s, _ in by_hand], [n for _, n in by_hand])
+    seen = {}  # the server's state after each round; with 2 rounds, round 0 pretrains
+    run(dataclasses_replace(cfg, rounds=2), fed, on_round=lambda r, row, s, cl: seen.setdefault(r, dict(s.theta)))
+    after = seen[min(seen)]
+    for k, v in expected.items():
+        assert torch.allclose(after[k], v, atol=1e-6), k
+    assert not torch.equal(after["encoders.0.1.weight"], start.encoders[0][1].weight)
+    assert torch.equal(after["blocks.0.0.0.weight"], start.blocks[0][0][0].weight)  # blocks wait for routing
+
+
+def test_router_starts_from_the_pretrained_encoder_when_routing_begins(tiny_fed):
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.5)  # rounds 0, 1 pretrain; routing from round 2
+    fed = tiny_fed(cfg)
+    seen = {}
+    run(cfg, fed, on_round=lambda r, row, s, cl: seen.update({r: {k: v.clone() for k, v in s.theta.items()}}))
+    first = min(seen)
+    pre_last = seen[first + 1]  # state after the last pretraining round
+    for k, v in pre_last.items():
+        if k.startswith("router.phi_x."):
+            assert torch.equal(v, pre_last["encoders.0." + k[len("router.phi_x.") :]]), k
+    assert not torch.equal(
+        seen[first]["router.phi_x.1.weight"], seen[first]["encoders.0.1.weight"]
+    )  # before the switch

@@ -31,8 +31,15 @@ the task loss's gradient to v (straight-through), hence to the router through eq
     client → server:  router, encoders, active blocks, n_m
     server:           router, encoders: Σ_m n_m θ^m / Σ_m n_m;  block i: the same average over
                       the clients that used it (a_i^m = 1); a block nobody used keeps its value.
-The first ``pretrain_fraction`` of the rounds pretrain the network by FedAvg with every path on
-(the paper pretrains the encoders by FedAvg); they are part of the run, its ledger and budget.
+**Encoders pretrained by FedAvg (§IV-B).**  The first ``pretrain_fraction`` of the rounds are
+FedAvg on the encoder model: encoder j with a linear head of its own (the baseline's network),
+the n_1 of them trained side by side on the same batches (the loss is the sum of their losses, so
+each gets exactly its FedAvg gradient) from their own initialisations; clients send encoders and
+heads, nothing else.  At the switch to routing the router's φ_x starts from encoder 0 (it "adopts
+the same encoder architecture"), the blocks from their initialisation.  These rounds are part of
+the run, its ledger and its budget; while they last a client is judged by its pretrained models'
+mean logits.  ``pretrain=all-paths`` pretrains the whole modular network instead, every path on
+(with n_1 > 1 the averages of eq. 13 shrink its signal and it learns slowly from scratch).
 
 Choices where the paper is silent (the chapter lists them): the decision is drawn once per round
 from Π on the whole local training set, and the router receives the sum of the K steps' gradients
@@ -62,6 +69,7 @@ from ..federated import Client, Server, derive_seed, reinitialised, snapshot, we
 from . import Method, register
 
 DECISIONS = ("relaxed", "binary", "softmax")
+PRETRAIN = ("encoders", "all-paths")
 
 
 def parse_arch(spec: str) -> list[int]:
@@ -108,6 +116,9 @@ class ModularNet(nn.Module):
         feat, n_classes = head.in_features, head.out_features
         self.arch, self.shared = list(arch), bool(shared)
         self.encoders = nn.ModuleList(reinitialised(body, derive_seed(seed, 7, j)) for j in range(arch[0]))
+        with torch.random.fork_rng(devices=[]):  # encoder j's own head while FedAvg pretrains it
+            torch.manual_seed(derive_seed(seed, 11))
+            self.pre_heads = nn.ModuleList(nn.Linear(feat, n_classes) for _ in range(arch[0]))
         layers = []
         for li, n in enumerate(arch[1:], start=1):
             d_in = feat if li == 1 else hidden
@@ -158,6 +169,10 @@ class ModularNet(nn.Module):
             act.append(on)
             prev = on
         return act
+
+    def pretrained_logits(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The n_1 encoder models of the pretraining: head_j(encoder_j(x))."""
+        return [head(enc(x)) for enc, head in zip(self.encoders, self.pre_heads)]
 
     def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         mats = self.path_matrices(c)
@@ -232,6 +247,10 @@ class FedMNServer(Server):
     def routing(self, rnd: int) -> bool:
         return rnd >= pretrain_rounds(self.cfg, self.opt) and not self.opt["force_paths"]
 
+    def pretraining_encoders(self, rnd: int) -> bool:
+        """FedAvg on the encoder models (the paper's pretraining), not the all-paths network."""
+        return rnd < pretrain_rounds(self.cfg, self.opt) and self.opt["pretrain"] == "encoders"
+
     def pre_message(self, cid, rnd):
         """Routing rounds: router and encoders first, so that the client can decide (Alg. 1, l. 6–7)."""
         if not self.routing(rnd):
@@ -242,8 +261,10 @@ class FedMNServer(Server):
         self.requests[cid] = unflatten(request["active"], self.arch)
 
     def message_for(self, cid, rnd):
-        if not self.routing(rnd):  # pretraining (FedAvg, every path on): the whole network
-            return {"weights": {k: v for k, v in self.theta.items() if not k.startswith("router.")}}
+        if self.pretraining_encoders(rnd):  # FedAvg on the encoder models: encoders and their heads
+            return {"pretrain": part(self.theta, "encoders.") | part(self.theta, "pre_heads.")}
+        if not self.routing(rnd):  # all-paths pretraining or force_paths: the whole network
+            return {"weights": {k: v for k, v in self.theta.items() if not k.startswith(("router.", "pre_heads."))}}
         return {
             "blocks": active_blocks(self.theta, self.requests.pop(cid), self.shared)
         }  # only the active blocks (§II-E)
@@ -252,7 +273,9 @@ class FedMNServer(Server):
         """Evaluation: everything (counted apart, as eval bytes); while pretraining, the network is
         judged as it is trained, every path on."""
         msg = {"weights": self.theta}
-        if not self.routing(self.rounds_done - 1):  # the round just trained
+        if self.pretraining_encoders(self.rounds_done - 1):  # the round just trained
+            msg["pretrained"] = torch.tensor(True)
+        elif not self.routing(self.rounds_done - 1):
             msg["all_paths"] = torch.tensor(True)
         return msg
 
@@ -270,6 +293,10 @@ class FedMNServer(Server):
         for k in keys:  # block i: average over the clients that used it (a_i^m = 1)
             users = [(u["blocks"][k], u["n"]) for u in ups if k in u["blocks"]]
             self.theta[k] = weighted_average([{k: t} for t, _ in users], [w for _, w in users])[k]
+        if self.pretraining_encoders(rnd) and not self.pretraining_encoders(rnd + 1) and not self.opt["force_paths"]:
+            # routing starts next round: the router's φ_x starts from the pretrained encoder 0
+            for k in part(self.theta, "router.phi_x."):
+                self.theta[k] = self.theta["encoders.0." + k[len("router.phi_x.") :]].clone()
 
     def state_dict(self):
         return {"theta": self.theta, "rounds_done": torch.tensor(self.rounds_done)}
@@ -330,6 +357,9 @@ class FedMNClient(Client):
     # -- a round --------------------------------------------------------------------------
     def train_round(self, message, rnd):
         net = self.model
+        if "pretrain" in message:  # FedAvg on the n_1 encoder models, the same batches for all
+            net.load_state_dict(message["pretrain"], strict=False)
+            return self.pretrain_steps()
         if "weights" in message:  # pretraining (or force_paths): FedAvg with every path on
             net.load_state_dict(message["weights"], strict=False)
             c = torch.ones(net.n_paths, device=self.data.train_idx.device)
@@ -343,6 +373,28 @@ class FedMNClient(Client):
         if route and v_leaf.grad is not None:
             self.router_step(v_leaf.grad, noise, tau)
         return self.reply(c.detach(), loss, routed=True)
+
+    def pretrain_steps(self):
+        """The pretraining's local steps: Σ_j CE(head_j(encoder_j(x)), y), encoders and heads only."""
+        net = self.model
+        net.train()
+        opt = self.optimizer([*net.encoders.parameters(), *net.pre_heads.parameters()])
+        total, steps = torch.zeros(()), 0
+        for x, y in self.batches():
+            loss = sum(F.cross_entropy(z, y) for z in net.pretrained_logits(x))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.detach().cpu() / len(net.encoders)
+            steps += 1
+        state = snapshot(net)
+        shared = part(state, "encoders.") | part(state, "pre_heads.")
+        return {
+            "shared": shared,
+            "blocks": {},
+            "n": self.n_samples(),
+            "_loss": self.check_finite(total / max(steps, 1)),
+        }
 
     def local_steps(self, weights):
         """LocalSolver: K steps on L_m(θ, V_m) with V_m fixed (``weights()``: its path weights);
@@ -388,6 +440,8 @@ class FedMNClient(Client):
 
     def eval_model(self, message):
         self.model.load_state_dict(message["weights"])
+        if "pretrained" in message:
+            return _Pretrained(self.model)
         if "all_paths" in message:
             return _Routed(self.model, torch.ones(self.model.n_paths, device=self.data.train_idx.device))
         mask, v, _, _ = self.decide(self.cfg.rounds, train=False)
@@ -403,6 +457,17 @@ class _Routed(nn.Module):
 
     def forward(self, x):
         return self.net(x, self.c)
+
+
+class _Pretrained(nn.Module):
+    """During the encoders' pretraining: the mean logits of the n_1 encoder models."""
+
+    def __init__(self, net: ModularNet):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return torch.stack(self.net.pretrained_logits(x)).mean(0)
 
 
 def softmax_weights(net: ModularNet, logits: torch.Tensor) -> torch.Tensor:
@@ -431,6 +496,8 @@ def check_options(opts) -> None:
     parse_arch(opts["arch"])
     if opts["decisions"] not in DECISIONS:
         raise PflkitError(f"decisions must be one of {', '.join(DECISIONS)}, not {opts['decisions']!r}")
+    if opts["pretrain"] not in PRETRAIN:
+        raise PflkitError(f"pretrain must be one of {', '.join(PRETRAIN)}, not {opts['pretrain']!r}")
     if not 0 <= opts["pretrain_fraction"] <= 1:
         raise PflkitError(f"pretrain_fraction must be in [0, 1], got {opts['pretrain_fraction']}")
     if opts["tau_start"] <= 0 or opts["tau_end"] <= 0:
@@ -452,7 +519,11 @@ register(
             "tau_start": (1.0, "binary-concrete temperature at the first routing round"),
             "tau_end": (0.1, "temperature at the last round (exponential decay)"),
             "anneal": (1, "1: anneal τ from tau_start to tau_end; 0: keep tau_start (the authors' code)"),
-            "pretrain_fraction": (0.2, "share of the rounds that pretrain the network by FedAvg, every path on"),
+            "pretrain_fraction": (0.2, "share of the rounds that pretrain by FedAvg before routing"),
+            "pretrain": (
+                "encoders",
+                "encoders: FedAvg on each encoder with its own head (paper); all-paths: the network",
+            ),
             "router_lr": (0.0, "learning rate of the router's step at the end of a round (0: the run's lr)"),
             "router_grad": (1, "1: the task loss trains the router (paper); 0: no gradient (the authors' code)"),
             "decisions": (
