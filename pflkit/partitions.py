@@ -300,7 +300,10 @@ def make_partition(
             params.update(alpha=alpha, novel_clients=novel_clients, novel_alpha=novel_alphas(novel_clients, na))
         elif protocol == "label-clusters":
             P = shares_label_clusters(n_clients, n_classes, label_clusters, alpha, rng)
-            params.update(alpha=alpha, label_clusters=label_clusters)
+            groups = {}  # the classes of a group share one column of P
+            for c in range(n_classes):
+                groups.setdefault(tuple(P[:, c]), []).append(c)
+            params.update(alpha=alpha, label_clusters=label_clusters, class_groups=sorted(groups.values()))
         elif protocol == "coarse":
             P = shares_coarse(n_clients, n_classes, coarse_of_class, rng)
         else:  # iid

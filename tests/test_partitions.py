@@ -152,6 +152,9 @@ def test_label_clusters_share_one_dirichlet_draw_per_group_of_classes():
     assert len(distinct) == 3  # three groups of classes, one share vector each
     sizes = sorted(sum(1 for c in range(10) if tuple(np.round(P[:, c], 12)) == d) for d in distinct)
     assert sizes == [3, 3, 4]  # near-equal groups
+    groups = p.params["class_groups"]  # recorded: the classes of each group
+    assert sorted(c for g in groups for c in g) == list(range(10)) and sorted(map(len, groups)) == [3, 3, 4]
+    assert all(np.allclose(P[:, g], P[:, g[:1]]) for g in groups)
     one = make_partition(y, y[:500], "label-clusters", 12, 3, alpha=0.4, label_clusters=1).shares
     assert np.allclose(one, one[:, :1])  # one group: every client has the same share of every class
     with pytest.raises(PflkitError, match="label clusters"):
