@@ -321,14 +321,15 @@ def run(
         pick = np.random.default_rng(derive_seed(cfg.seed, rnd, 2)).choice(len(train_ids), m, replace=False)
         selected = sorted(train_ids[i] for i in pick)
         uploads, losses = {}, []
-        for cid in selected:
-            clients[cid].generator.manual_seed(derive_seed(cfg.seed, rnd, 3, cid))
+        for cid in selected:  # a two-step round: every client answers the server's first message before
+            clients[cid].generator.manual_seed(derive_seed(cfg.seed, rnd, 3, cid))  # any gets its second
             pre = server.pre_message(cid, rnd)
-            if pre is not None:  # a two-step round: the client asks for what it needs (FedMN's active blocks)
+            if pre is not None:  # (FedMN asks for its active blocks; KT-pFL uploads soft predictions)
                 ledger["bytes_down"] += nbytes(pre)
                 request = clients[cid].request(pre, rnd)
                 ledger["bytes_up"] += nbytes(request)
                 server.receive_request(cid, request, rnd)
+        for cid in selected:
             msg = server.message_for(cid, rnd)
             ledger["bytes_down"] += nbytes(msg)
             reply = clients[cid].train_round(msg, rnd)

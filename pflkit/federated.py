@@ -277,8 +277,9 @@ class Server:
 
     def pre_message(self, cid: int, rnd: int) -> Message | None:
         """A first message of a two-step round (``None``: a one-step round, the default).  The
-        client answers it with :meth:`Client.request`, which :meth:`receive_request` gets before
-        :meth:`message_for` is asked; the engine counts the bytes of both."""
+        client answers it with :meth:`Client.request`.  Every client of the round answers before
+        :meth:`message_for` is asked for any of them, so the second message may depend on all the
+        requests (KT-pFL's personalised soft predictions); the engine counts the bytes of both."""
         return None
 
     def receive_request(self, cid: int, request: Message, rnd: int) -> None:
