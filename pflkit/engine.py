@@ -54,6 +54,9 @@ class RunConfig:
     # them), drawn with a fixed seed: the same images for every run seed
     train_images: int | None = None
     test_images: int | None = None
+    # a public, unlabeled set held out of the training images before the partition (KT-pFL and the
+    # distillation baselines): a stratified subset of this many, the same for every run seed
+    public_images: int = 0
     # model and local training
     model: str = "lenet"
     width: str | None = None
@@ -95,8 +98,10 @@ def pick_device(name: str = "auto") -> torch.device:
 class Federation:
     """The dataset as normalised float tensors on the device, and the partition."""
 
-    def __init__(self, ds: FedDataset, partition: Partition, device: torch.device):
+    def __init__(self, ds: FedDataset, partition: Partition, device: torch.device, public=None):
         self.ds, self.partition, self.device = ds, partition, device
+        # the public unlabeled images every party may use (normalised like the rest), or none
+        self.x_public = ds.normalize(public.to(device)) if public is not None else ds.x_train[:0].to(device).float()
         self.x_train = ds.normalize(ds.x_train.to(device))
         self.y_train = ds.y_train.to(device)
         self.x_test = ds.normalize(ds.x_test.to(device))
@@ -109,6 +114,9 @@ class Federation:
         ``train_images``/``test_images``, split by its partition protocol (``groups``: the
         grouped federation of :mod:`pflkit.grouped`; ``concept``: its concept-shift federation)."""
         ds = subsample(ds or dataset(cfg.dataset, download), cfg.train_images, cfg.test_images)
+        ds, public = hold_out_public(ds, cfg.public_images)
+        if public is not None and cfg.partition in ("groups", "concept"):
+            raise PflkitError(f"a public set is not supported with the {cfg.partition} partition")
         if cfg.partition == "groups":  # clients in latent groups of image transforms
             from .grouped import grouped_federation
 
@@ -127,7 +135,7 @@ class Federation:
             novel_clients=cfg.novel_clients, novel_alpha=None if cfg.novel_alpha is None else list(cfg.novel_alpha),
             label_clusters=cfg.label_clusters,
         )  # fmt: skip
-        return cls(ds, part, pick_device(cfg.device))
+        return cls(ds, part, pick_device(cfg.device), public)
 
 
 _DATASETS: dict[str, FedDataset] = {}
@@ -140,25 +148,40 @@ def dataset(name: str, download: bool = False) -> FedDataset:
     return _DATASETS[name]
 
 
+def _stratified(y: torch.Tensor, n: int | None, seed, salt: int) -> torch.Tensor | None:
+    """Sorted indices of a stratified random subset of ``n`` of the labels ``y`` (None: all)."""
+    if n is None or n >= len(y):
+        return None
+    if n < 1:
+        raise PflkitError(f"a subset needs at least one image, got {n}")
+    rng = np.random.default_rng([seed, salt])
+    y = y.cpu().numpy()
+    classes, counts = np.unique(y, return_counts=True)
+    exact = n * counts / len(y)  # each class keeps its share; the rounding remainders go to the largest fractions
+    quota = np.floor(exact).astype(int)
+    quota[np.argsort(quota - exact)[: n - quota.sum()]] += 1
+    keep = np.concatenate([rng.choice(np.flatnonzero(y == c), q, replace=False) for c, q in zip(classes, quota)])
+    return torch.as_tensor(np.sort(keep))
+
+
+def hold_out_public(ds: FedDataset, n: int, seed: int = 0) -> tuple[FedDataset, torch.Tensor | None]:
+    """A stratified subset of ``n`` training images taken out of ``ds`` as the public unlabeled
+    set (its labels are dropped), the same for every run seed; ``n = 0``: no public set."""
+    if not n:
+        return ds, None
+    if n >= len(ds.y_train):
+        raise PflkitError(f"a public set of {n} images leaves no training images (the set has {len(ds.y_train)})")
+    public = _stratified(ds.y_train, n, seed, 3)
+    rest = torch.ones(len(ds.y_train), dtype=torch.bool)
+    rest[public] = False
+    out = dataclasses.replace(ds, x_train=ds.x_train[rest], y_train=ds.y_train[rest])
+    return out, ds.x_train[public]
+
+
 def subsample(ds: FedDataset, train: int | None, test: int | None, seed: int = 0) -> FedDataset:
     """A stratified random subset of ``train`` training and ``test`` test images (None: all),
     the same for every run seed (drawn from ``seed``)."""
-
-    def pick(y: torch.Tensor, n: int | None, salt: int) -> torch.Tensor | None:
-        if n is None or n >= len(y):
-            return None
-        if n < 1:
-            raise PflkitError(f"a subset needs at least one image, got {n}")
-        rng = np.random.default_rng([seed, salt])
-        y = y.cpu().numpy()
-        classes, counts = np.unique(y, return_counts=True)
-        exact = n * counts / len(y)  # each class keeps its share; the rounding remainders go to the largest fractions
-        quota = np.floor(exact).astype(int)
-        quota[np.argsort(quota - exact)[: n - quota.sum()]] += 1
-        keep = np.concatenate([rng.choice(np.flatnonzero(y == c), q, replace=False) for c, q in zip(classes, quota)])
-        return torch.as_tensor(np.sort(keep))
-
-    tr, te = pick(ds.y_train, train, 1), pick(ds.y_test, test, 2)
+    tr, te = _stratified(ds.y_train, train, seed, 1), _stratified(ds.y_test, test, seed, 2)
     if tr is None and te is None:
         return ds
     out = ds
@@ -256,8 +279,14 @@ def build(cfg: RunConfig, fed: Federation | None = None):
     torch.manual_seed(cfg.seed)
     template = build_model(cfg.model, fed.ds.input_shape, fed.ds.n_classes, cfg.width).to(fed.device)
     server = method.server(method.clone(template), cfg, opts, len(fed.clients))
+    server.n_public = len(fed.x_public)
 
     def client_model(cid: int):
+        arch = method.client_arch(cid, len(fed.clients), opts) if method.client_arch else None
+        if arch:  # heterogeneous architectures: this client's own model, built from its own seed
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(derive_seed(cfg.seed, 5, cid))
+                return build_model(arch, fed.ds.input_shape, fed.ds.n_classes).to(fed.device)
         width = method.client_width(cid, len(fed.clients), opts) if method.client_width else None
         if width is None:
             return method.clone(template)
@@ -428,6 +457,7 @@ LATER_FIELDS = {
     "test_images": None,
     "novel_clients": 0,
     "novel_alpha": None,
+    "public_images": 0,
 }
 
 

@@ -87,6 +87,7 @@ class ClientData:
         self.train_idx = torch.as_tensor(split.train, dtype=torch.long, device=dev)
         self.val_idx = torch.as_tensor(split.val, dtype=torch.long, device=dev)
         self.test_idx = torch.as_tensor(split.test, dtype=torch.long, device=dev)
+        self.x_public = fed.x_public  # the public unlabeled images (RunConfig.public_images; may be empty)
 
     @property
     def n_train(self) -> int:
@@ -271,6 +272,8 @@ class Server:
         self.cfg = cfg
         self.opt = opts
         self.n_clients = n_clients
+
+    n_public = 0  # size of the public unlabeled set (RunConfig.public_images), set by the engine
 
     def setup(self, uploads: dict[int, Message]) -> None:
         """Receive the clients' :meth:`Client.setup_message` replies (all clients, once)."""

@@ -19,6 +19,7 @@ DISPLAY = {
     "fedper": "FedPer", "lg-fedavg": "LG-FedAvg", "ditto": "Ditto", "pfedme": "pFedMe", "perfedavg": "Per-FedAvg",
     "pfedhn": "pFedHN", "pfedhn-pc": "pFedHN-PC", "pfedmb": "pFedMB", "ifca": "IFCA", "fedamp": "FedAMP",
     "fedfomo": "FedFomo", "fesem": "FeSEM", "cfl": "CFL", "feddist": "FedDist", "fedem": "FedEM", "fedmn": "FedMN",
+    "ktpfl": "KT-pFL",
 }  # fmt: skip
 
 
@@ -34,6 +35,9 @@ class Method:
     # clients of different model widths (pFedHN's computational budgets):
     # (client id, number of clients, options) -> width for build_model, or None for cfg.width
     client_width: Callable[[int, int, dict], str | int | None] | None = None
+    # clients of different architectures (KT-pFL's heterogeneous models):
+    # (client id, number of clients, options) -> a model name for build_model, or None for cfg.model
+    client_arch: Callable[[int, int, dict], str | None] | None = None
     # options added after runs of this method were stored (name -> default): at their default they
     # are left out of a run's key, so that stored runs keep their keys (add every new option here)
     later_options: dict = field(default_factory=dict)
@@ -91,6 +95,7 @@ from . import (  # noqa: E402, F401
     fedsgd,
     fesem,
     ifca,
+    ktpfl,
     lgfedavg,
     local,
     perfedavg,

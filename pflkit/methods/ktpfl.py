@@ -1,0 +1,215 @@
+"""KT-pFL (Zhang et al., "Parameterized Knowledge Transfer for Personalized Federated
+Learning", NeurIPS 2021, Algorithm 1): clients keep models of their own (of any architecture)
+and learn from each other through soft predictions on a public unlabeled set, each through a
+personalised teacher that a learned knowledge-coefficient matrix c mixes from everyone's
+predictions.
+
+**Objective.**  With s(w, x̂) = softmax(z(w, x̂) / T) the soft prediction of a model on a public
+sample x̂ at temperature T, client n's personalised loss is
+    L_per,n(w_n) = L_n(w_n) + λ Σ_x̂ KL( Σ_m c_mn s(w_m, x̂) ‖ s(w_n, x̂) )              (eq. 2)
+and KT-pFL minimises Σ_n D_n/D L_per,n(w_n) + ρ ‖c − 1/N‖²  over w and c               (eq. 4)
+alternately: w by the clients, c by the server.
+
+**Round (Algorithm 1, Figure 1).**  The server draws this round's public batch ξ_r (a two-step
+round: every client answers the first message before any gets its second):
+    server → client:  the indices of ξ_r in the public set
+    client:           E epochs of SGD on its private data,  w_n ← w_n − η₁ ∇L_n(w_n; ξ_n)      (eq. 5)
+    client → server:  s(w_n, ξ_r), |ξ_r| × C numbers (no weights cross the network)
+    server → client:  its personalised soft prediction  t_n = Σ_m c_mn s(w_m, ξ_r)
+    client:           R epochs of distillation on ξ_r,  w_n ← w_n − η₂ λ ∇KL(t_n ‖ s(w_n, ξ_r))  (eq. 6)
+    server:           c ← c − η₃ λ Σ_n D_n/D ∇_c KL(t_n(c) ‖ s(w_n, ξ_r)) − 2η₃ρ(c − 1/N)      (eq. 7)
+with t_n(c) from the soft predictions the clients sent this round (Figure 1: step ⑥ uses what
+steps ②–③ uploaded; nothing else is sent).
+
+Choices where the paper is silent or ambiguous (the chapter lists them):
+  * c_mn is client m's weight in client n's teacher: column n of c mixes t_n (eq. 2; eq. 6's
+    "m-th row" reads the transpose); c starts at 1/N.
+  * After each eq. 7 step every column of c is projected onto the probability simplex, so that
+    t_n is a distribution and the KL is defined (eq. 4 only pulls c towards 1/N; the authors' code
+    softmaxes each row instead).  The ρ term is taken implicitly (a proximal step,
+    c ← (c − η₃λ∇ + 2η₃ρ/N) / (1 + 2η₃ρ)): the same to first order in η₃, stable for any ρ, and
+    ρ → ∞ keeps c at 1/N.
+  * Eq. 6 carries λ as eq. 2's gradient does (η₂λ∇KL), so λ = 0 leaves the private training alone:
+    KT-pFL is then Local.  The distillation loss is the batch-mean KL at temperature T, without
+    Hinton's T² factor (the paper writes none); it uses its own SGD (lr ``distill_lr``, default
+    the run's; momentum the run's) over minibatches of ``distill_batch`` public images.
+  * With client sampling the teacher mixes only the soft predictions of the round's clients
+    (column n of c restricted to them and renormalised); eq. 7 updates those entries.
+  * Clients of different architectures: ``models`` lists model names dealt round-robin by client
+    id (``lenet,alexnet-small,resnet18,shufflenet_v2_x0_5`` ...); empty: every client the run's model.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import PflkitError
+from ..federated import Client, Server
+from . import Method, register
+
+EPS = 1e-12
+
+
+def soft_predictions(model, x: torch.Tensor, temperature: float, chunk: int = 1024) -> torch.Tensor:
+    """s(w, x̂) = softmax(z / T) on the public images ``x`` (no gradient)."""
+    model.eval()
+    with torch.no_grad():
+        out = [F.softmax(model(x[i : i + chunk]) / temperature, dim=1) for i in range(0, len(x), chunk)]
+    return torch.cat(out) if out else x.new_zeros(0, 0)
+
+
+def kl(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Batch-mean KL(p ‖ q) of rows of probabilities (p the teacher, q the student)."""
+    return (p * (torch.log(p.clamp_min(EPS)) - torch.log(q.clamp_min(EPS)))).sum(1).mean()
+
+
+def teachers(c: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
+    """t_n = Σ_m c_mn s_m for every n: (M × B × C) soft predictions, (M × M) c → (M × B × C)."""
+    return torch.einsum("mn,mbc->nbc", c, soft)
+
+
+def c_objective(c: torch.Tensor, soft: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Σ_n D_n/D KL(t_n(c) ‖ s_n): the data term of eq. 7 (λ outside) on the round's clients."""
+    t = teachers(c, soft)
+    return sum(w * kl(t[n], soft[n]) for n, w in enumerate(weights))
+
+
+def project_columns(c: torch.Tensor) -> torch.Tensor:
+    """Euclidean projection of every column of c onto the probability simplex."""
+    u, _ = torch.sort(c, dim=0, descending=True)
+    css = u.cumsum(0) - 1
+    k = torch.arange(1, c.shape[0] + 1, dtype=c.dtype, device=c.device)[:, None]
+    cond = u - css / k > 0
+    rho = cond.to(c.dtype).cumsum(0).argmax(0, keepdim=True)  # the last index where cond holds
+    theta = css.gather(0, rho) / (rho + 1).to(c.dtype)
+    return (c - theta).clamp_min(0)
+
+
+def c_step(c, soft, weights, lam, lr, rho, n_clients) -> torch.Tensor:
+    """One eq. 7 step on the sub-matrix of the round's clients (``c`` M × M), ρ implicit, then the
+    projection of every column onto the simplex."""
+    c = c.detach().clone().requires_grad_(True)
+    grad = torch.autograd.grad(c_objective(c, soft, weights), c)[0]
+    with torch.no_grad():
+        new = (c - lr * lam * grad + 2 * lr * rho / n_clients) / (1 + 2 * lr * rho)
+    return project_columns(new)
+
+
+class KTpFLServer(Server):
+    def __init__(self, model, cfg, opts, n_clients):
+        super().__init__(model, cfg, opts, n_clients)
+        check_options(opts)
+        self.c = torch.full((n_clients, n_clients), 1.0 / n_clients, dtype=torch.float64)  # c_0 = 1/N
+        self.batch = None  # this round's public batch ξ_r (indices)
+        self.soft: dict[int, torch.Tensor] = {}  # s(w_m, ξ_r) of the round's clients
+
+    def pre_message(self, cid, rnd):
+        if self.batch is None or self.batch[0] != rnd:  # draw ξ_r once per round (seeded by the round)
+            if self.n_public < 1:
+                raise PflkitError("KT-pFL needs a public set: set public_images (--public-images) > 0")
+            g = torch.Generator().manual_seed(int(self.cfg.seed) * 1_000_003 + rnd)
+            size = min(self.opt["public_batch"] or self.n_public, self.n_public)
+            self.batch = (rnd, torch.randperm(self.n_public, generator=g)[:size].sort().values.to(torch.int32))
+            self.soft = {}
+        return {"public_idx": self.batch[1]}
+
+    def receive_request(self, cid, request, rnd):
+        self.soft[cid] = request["soft"].double()
+
+    def mixing(self, cid) -> tuple[list[int], torch.Tensor]:
+        """The round's clients and column ``cid`` of c over them, renormalised (the teacher's weights)."""
+        ids = sorted(self.soft)
+        col = self.c[ids, cid].clamp_min(0)
+        total = col.sum()
+        return ids, col / total if total > 0 else torch.full_like(col, 1.0 / len(ids))
+
+    def message_for(self, cid, rnd):
+        ids, w = self.mixing(cid)
+        teacher = sum(wi * self.soft[m] for wi, m in zip(w, ids))  # t_n = Σ_m c_mn s(w_m, ξ_r)  (eq. 2)
+        return {"teacher": teacher.float()}
+
+    def eval_message(self, cid):
+        return {}
+
+    def aggregate(self, uploads, rnd):
+        ids = sorted(set(self.soft) & set(uploads))
+        if not ids:
+            return
+        soft = torch.stack([self.soft[m] for m in ids])
+        n = torch.tensor([float(uploads[m]["n"]) for m in ids], dtype=torch.float64)
+        sub = self.c[ids][:, ids]
+        sub = sub / sub.sum(0, keepdim=True).clamp_min(EPS)  # the teacher's weights this round
+        new = c_step(sub, soft, n / n.sum(), self.opt["lam"], self.opt["c_lr"], self.opt["rho"], len(ids))  # eq. 7
+        mass = self.c[ids][:, ids].sum(0, keepdim=True)  # keep the weight the round's clients held in each column
+        self.c[torch.tensor(ids)[:, None], torch.tensor(ids)[None, :]] = new * mass
+
+    def state_dict(self):
+        return {"c": self.c}
+
+    def load_state_dict(self, state):
+        self.c = state["c"].clone()
+
+
+class KTpFLClient(Client):
+    def request(self, message, rnd):
+        """Private training (eq. 5), then the soft predictions on this round's public batch."""
+        self._loss = self.sgd()  # E epochs (local_epochs / local_steps) on the private data
+        self._batch = message["public_idx"].long()
+        x = self.data.x_public[self._batch]
+        return {"soft": soft_predictions(self.model, x, self.opt["T"]).float()}
+
+    def train_round(self, message, rnd):
+        """Distillation towards the personalised soft prediction (eq. 6): R epochs on ξ_r."""
+        lam = self.opt["lam"]
+        if lam > 0:
+            x, teacher = self.data.x_public[self._batch], message["teacher"]
+            model = self.model
+            model.train()
+            opt = self.optimizer(model.parameters(), lr=self.opt["distill_lr"] or None)
+            size = self.opt["distill_batch"] or self.cfg.batch_size
+            for _ in range(self.opt["distill_epochs"]):
+                order = torch.randperm(len(x), generator=self.generator).to(x.device)
+                for s in range(0, len(x), size):
+                    idx = order[s : s + size]
+                    loss = lam * kl(teacher[idx], F.softmax(model(x[idx]) / self.opt["T"], dim=1))
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+        return {"n": self.n_samples(), "_loss": self._loss}
+
+
+def client_arch(cid: int, n_clients: int, opts: dict) -> str | None:
+    names = [m.strip() for m in str(opts["models"]).split(",") if m.strip()]
+    return names[cid % len(names)] if names else None
+
+
+def check_options(opts) -> None:
+    for k in ("lam", "rho", "c_lr"):
+        if opts[k] < 0:
+            raise PflkitError(f"KT-pFL's {k} must be >= 0, got {opts[k]}")
+    if opts["T"] <= 0:
+        raise PflkitError(f"KT-pFL's temperature T must be > 0, got {opts['T']}")
+
+
+register(
+    Method(
+        "ktpfl",
+        KTpFLServer,
+        KTpFLClient,
+        "Personalised teachers mixed from everyone's soft predictions on public data by a learned matrix c",
+        "Zhang et al. 2021",
+        options={
+            "lam": (1.0, "λ: weight of the distillation term (eqs. 2, 6, 7)"),
+            "T": (10.0, "softmax temperature of the soft predictions (the authors' code: 10)"),
+            "rho": (1.0, "ρ: pull of c towards 1/N (eq. 4)"),
+            "c_lr": (0.1, "η₃: learning rate of c (eq. 7)"),
+            "distill_epochs": (1, "R: epochs of distillation on the round's public batch"),
+            "distill_lr": (0.0, "η₂: learning rate of the distillation (0: the run's lr)"),
+            "distill_batch": (0, "minibatch size of the distillation (0: the run's batch size)"),
+            "public_batch": (0, "public images per round, |ξ_r| (0: the whole public set)"),
+            "models": ("", "heterogeneous clients: model names dealt round-robin (empty: the run's model)"),
+        },
+        client_arch=client_arch,
+    )
+)

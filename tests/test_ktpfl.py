@@ -1,0 +1,116 @@
+"""KT-pFL: the public set, soft predictions as the only upload, the knowledge-coefficient
+matrix c (eq. 7, its gradient, its projection, ρ), and the reductions to Local."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from pflkit.engine import Federation, build, hold_out_public, run
+from pflkit.errors import PflkitError
+from pflkit.federated import nbytes
+from pflkit.methods.ktpfl import c_objective, kl, project_columns, teachers
+from tests.conftest import killed_and_resumed, strip, tiny_config
+
+PUBLIC = 200
+
+
+def cfg_(**kw):
+    opts = kw.pop("options", {})
+    base = dict(method="ktpfl", rounds=3, local_steps=None, local_epochs=1, public_images=PUBLIC, partition="dirichlet")
+    return tiny_config(**{**base, **kw}, options={"T": 2.0, **opts})
+
+
+@pytest.fixture
+def fed_for(digits):
+    return lambda cfg: Federation.from_config(cfg, ds=digits)
+
+
+def test_public_set_is_held_out_of_the_training_images(digits):
+    rest, public = hold_out_public(digits, PUBLIC)
+    assert len(public) == PUBLIC and len(rest.y_train) == len(digits.y_train) - PUBLIC
+    counts = torch.bincount(digits.y_train, minlength=10) - torch.bincount(rest.y_train, minlength=10)
+    assert counts.max() - counts.min() <= 1  # stratified: 20 of each of the 10 classes
+    kept = {tuple(x.flatten().tolist()) for x in rest.x_train}
+    assert sum(tuple(x.flatten().tolist()) in kept for x in public) <= 2  # (digits has a few duplicate images)
+    assert hold_out_public(digits, 0) == (digits, None)
+    with pytest.raises(PflkitError, match="leaves no training images"):
+        hold_out_public(digits, len(digits.y_train))
+
+
+def test_with_lambda_zero_ktpfl_is_local(fed_for):
+    cfg = cfg_(options={"lam": 0.0})
+    kt = run(cfg, fed_for(cfg))
+    local = run(dataclasses.replace(cfg, method="local", options={}), fed_for(cfg))
+
+    def learning(result):  # everything but the bytes (Local sends nothing)
+        return [{k: v for k, v in h.items() if not k.startswith(("bytes", "eval_bytes"))} for h in strip(result)]
+
+    assert learning(kt) == learning(local)  # the same batches, the same models, the same accuracies
+    assert kt["round_loss"] == local["round_loss"]
+
+
+def test_upload_is_only_soft_predictions_of_the_public_batch(fed_for):
+    cfg = cfg_(clients=4, options={"models": "mlp,mlp3x32", "public_batch": 64})  # two architectures, dealt in turn
+    _, _, server, clients = build(cfg, fed_for(cfg))
+    assert [c.model.body[1].out_features for c in clients] == [200, 32, 200, 32]
+    pre = server.pre_message(0, 0)
+    assert set(pre) == {"public_idx"} and len(pre["public_idx"]) == 64
+    request = clients[0].request(pre, 0)
+    assert set(request) == {"soft"} and nbytes(request) == 64 * 10 * 4  # batch × classes × float32
+    assert torch.allclose(request["soft"].sum(1), torch.ones(64))
+    ran = run(cfg, fed_for(cfg))
+    per_round = 4 * (64 * 10 * 4 + 8)  # soft predictions and n (an int64) from each client
+    assert ran["comm"]["bytes_up"] == cfg.rounds * per_round
+
+
+def test_c_gradient_matches_finite_differences():
+    g = torch.Generator().manual_seed(0)
+    soft = torch.softmax(torch.randn(3, 5, 4, generator=g, dtype=torch.float64), dim=2)  # 3 clients, 5 samples
+    c = torch.softmax(torch.randn(3, 3, generator=g, dtype=torch.float64), dim=0)
+    w = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
+    c.requires_grad_(True)
+    grad = torch.autograd.grad(c_objective(c, soft, w), c)[0]
+    h = 1e-6
+    for i in range(3):
+        for j in range(3):
+            e = torch.zeros(3, 3, dtype=torch.float64)
+            e[i, j] = h
+            fd = (c_objective(c.detach() + e, soft, w) - c_objective(c.detach() - e, soft, w)) / (2 * h)
+            assert grad[i, j].item() == pytest.approx(fd.item(), rel=1e-6, abs=1e-9)
+    t = teachers(c.detach(), soft)
+    assert torch.allclose(t[1], sum(c[m, 1].detach() * soft[m] for m in range(3)))  # column n mixes t_n (eq. 2)
+    assert kl(soft[0], soft[0]).item() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_projection_onto_the_simplex():
+    c = torch.tensor([[0.5, 2.0, -1.0], [0.5, 0.0, 0.2], [0.0, -1.0, 0.3]], dtype=torch.float64)
+    p = project_columns(c)
+    assert (p >= 0).all() and torch.allclose(p.sum(0), torch.ones(3, dtype=torch.float64))
+    assert torch.allclose(p[:, 0], c[:, 0])  # already on the simplex: unchanged
+    assert torch.allclose(p[:, 1], torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64))
+
+
+def test_rho_to_infinity_keeps_c_at_one_over_n(fed_for):
+    seen = {}
+    cfg = cfg_(options={"rho": 1e12, "c_lr": 1.0})
+    run(cfg, fed_for(cfg), on_round=lambda r, row, s, cl: seen.update(c=s.c.clone()))
+    assert torch.allclose(seen["c"], torch.full_like(seen["c"], 1 / cfg.clients), atol=1e-9)
+    cfg = cfg_(options={"rho": 0.0, "c_lr": 5.0})  # without the pull, c learns something
+    run(cfg, fed_for(cfg), on_round=lambda r, row, s, cl: seen.update(c=s.c.clone()))
+    assert not torch.allclose(seen["c"], torch.full_like(seen["c"], 1 / cfg.clients), atol=1e-3)
+    assert torch.allclose(seen["c"].sum(0), torch.ones(cfg.clients, dtype=torch.float64))
+
+
+def test_resume_after_kill_equals_uninterrupted(fed_for, tmp_path):
+    cfg = cfg_(rounds=4, options={"c_lr": 1.0})
+    full = run(cfg, fed_for(cfg))
+    assert strip(killed_and_resumed(cfg, fed_for, tmp_path / "ck.pt")) == strip(full)
+
+
+def test_no_public_set_is_one_clear_error(fed_for):
+    cfg = cfg_(public_images=0)
+    with pytest.raises(PflkitError, match="public set"):
+        run(cfg, fed_for(cfg))
