@@ -279,7 +279,7 @@ def build(cfg: RunConfig, fed: Federation | None = None):
     torch.manual_seed(cfg.seed)
     template = build_model(cfg.model, fed.ds.input_shape, fed.ds.n_classes, cfg.width).to(fed.device)
     server = method.server(method.clone(template), cfg, opts, len(fed.clients))
-    server.n_public = len(fed.x_public)
+    server.n_public, server.x_public = len(fed.x_public), fed.x_public
 
     def client_model(cid: int):
         arch = method.client_arch(cid, len(fed.clients), opts) if method.client_arch else None

@@ -273,7 +273,9 @@ class Server:
         self.opt = opts
         self.n_clients = n_clients
 
-    n_public = 0  # size of the public unlabeled set (RunConfig.public_images), set by the engine
+    # the public unlabeled set every party may use (RunConfig.public_images), set by the engine
+    n_public = 0
+    x_public = None
 
     def setup(self, uploads: dict[int, Message]) -> None:
         """Receive the clients' :meth:`Client.setup_message` replies (all clients, once)."""

@@ -114,3 +114,19 @@ def test_no_public_set_is_one_clear_error(fed_for):
     cfg = cfg_(public_images=0)
     with pytest.raises(PflkitError, match="public set"):
         run(cfg, fed_for(cfg))
+
+
+def test_similarity_coefficients_and_the_variants(fed_for):
+    from pflkit.methods.ktpfl import similarity_weights
+
+    a, b = torch.tensor([[0.9, 0.1]]), torch.tensor([[0.1, 0.9]])
+    soft = torch.stack([a, a, b]).double()  # clients 0 and 1 agree, client 2 differs
+    w = similarity_weights(soft)
+    assert torch.allclose(w.sum(0), torch.ones(3, dtype=torch.float64)) and w[0, 1] > w[2, 1]
+    top = similarity_weights(soft, top_k=2)
+    assert (top[:, 0] > 0).sum() == 2 and top[2, 0] == 0  # client 0's teacher: itself and client 1
+    seen = {}
+    for name in ("fedmd", "sim-pfd", "topk-pfd"):
+        cfg = cfg_(method=name, rounds=2)
+        run(cfg, fed_for(cfg), on_round=lambda r, row, s, cl: seen.update(c=s.c.clone()))
+        assert torch.equal(seen["c"], torch.full_like(seen["c"], 1 / cfg.clients))  # only KT-pFL learns c

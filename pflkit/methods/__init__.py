@@ -19,7 +19,8 @@ DISPLAY = {
     "fedper": "FedPer", "lg-fedavg": "LG-FedAvg", "ditto": "Ditto", "pfedme": "pFedMe", "perfedavg": "Per-FedAvg",
     "pfedhn": "pFedHN", "pfedhn-pc": "pFedHN-PC", "pfedmb": "pFedMB", "ifca": "IFCA", "fedamp": "FedAMP",
     "fedfomo": "FedFomo", "fesem": "FeSEM", "cfl": "CFL", "feddist": "FedDist", "fedem": "FedEM", "fedmn": "FedMN",
-    "ktpfl": "KT-pFL",
+    "ktpfl": "KT-pFL", "fedmd": "FedMD", "sim-pfd": "Sim-pFD", "topk-pfd": "TopK-pFD", "feddf": "FedDF",
+    "pfeddf": "pFedDF",
 }  # fmt: skip
 
 
@@ -86,6 +87,7 @@ from . import (  # noqa: E402, F401
     fedamp,
     fedavg,
     fedavg_ft,
+    feddf,
     feddist,
     fedem,
     fedfomo,

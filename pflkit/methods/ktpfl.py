@@ -37,6 +37,13 @@ Choices where the paper is silent or ambiguous (the chapter lists them):
     (column n of c restricted to them and renormalised); eq. 7 updates those entries.
   * Clients of different architectures: ``models`` lists model names dealt round-robin by client
     id (``lenet,alexnet-small,resnet18,shufflenet_v2_x0_5`` ...); empty: every client the run's model.
+
+**The paper's baselines that differ only in c** (§5.1), registered here as methods of their own:
+``fedmd`` — every teacher the plain average of everyone's soft predictions (c ≡ 1/N, never
+learned; Li & Wang's FedMD communicates the same consensus, see the chapter for what differs);
+``sim-pfd`` (the paper's Sim-pFL) — c_mn ∝ the cosine similarity of s(w_m, ξ_r) and s(w_n, ξ_r),
+recomputed every round; ``topk-pfd`` (TopK-pFL) — the same restricted, in every column, to the
+``top_k`` most similar clients (the client itself included).
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from ..federated import Client, Server
 from . import Method, register
 
 EPS = 1e-12
+COEFFICIENTS = ("learned", "uniform", "cosine", "topk")
 
 
 def soft_predictions(model, x: torch.Tensor, temperature: float, chunk: int = 1024) -> torch.Tensor:
@@ -86,6 +94,18 @@ def project_columns(c: torch.Tensor) -> torch.Tensor:
     return (c - theta).clamp_min(0)
 
 
+def similarity_weights(soft: torch.Tensor, top_k: int = 0) -> torch.Tensor:
+    """Sim-pFL / TopK-pFL: column n ∝ the cosine similarity of every client's flattened soft
+    predictions with client n's (negative similarities count 0), kept to the ``top_k`` largest
+    entries of the column when ``top_k`` > 0."""
+    flat = F.normalize(soft.reshape(len(soft), -1), dim=1)
+    sim = (flat @ flat.T).clamp_min(0)  # sim[m, n] = cos(s_m, s_n)
+    if 0 < top_k < len(soft):
+        keep = sim.topk(top_k, dim=0).indices
+        sim = torch.zeros_like(sim).scatter(0, keep, sim.gather(0, keep))
+    return sim / sim.sum(0, keepdim=True).clamp_min(EPS)
+
+
 def c_step(c, soft, weights, lam, lr, rho, n_clients) -> torch.Tensor:
     """One eq. 7 step on the sub-matrix of the round's clients (``c`` M × M), ρ implicit, then the
     projection of every column onto the simplex."""
@@ -120,6 +140,10 @@ class KTpFLServer(Server):
     def mixing(self, cid) -> tuple[list[int], torch.Tensor]:
         """The round's clients and column ``cid`` of c over them, renormalised (the teacher's weights)."""
         ids = sorted(self.soft)
+        kind = self.opt["coefficients"]
+        if kind in ("cosine", "topk"):  # Sim-pFL / TopK-pFL: from this round's soft predictions
+            w = similarity_weights(torch.stack([self.soft[m] for m in ids]), self.opt["top_k"] if kind == "topk" else 0)
+            return ids, w[:, ids.index(cid)]
         col = self.c[ids, cid].clamp_min(0)
         total = col.sum()
         return ids, col / total if total > 0 else torch.full_like(col, 1.0 / len(ids))
@@ -134,7 +158,7 @@ class KTpFLServer(Server):
 
     def aggregate(self, uploads, rnd):
         ids = sorted(set(self.soft) & set(uploads))
-        if not ids:
+        if not ids or self.opt["coefficients"] != "learned":  # only KT-pFL learns c
             return
         soft = torch.stack([self.soft[m] for m in ids])
         n = torch.tensor([float(uploads[m]["n"]) for m in ids], dtype=torch.float64)
@@ -188,28 +212,38 @@ def check_options(opts) -> None:
     for k in ("lam", "rho", "c_lr"):
         if opts[k] < 0:
             raise PflkitError(f"KT-pFL's {k} must be >= 0, got {opts[k]}")
+    if opts["coefficients"] not in COEFFICIENTS:
+        raise PflkitError(f"coefficients must be one of {', '.join(COEFFICIENTS)}, not {opts['coefficients']!r}")
     if opts["T"] <= 0:
         raise PflkitError(f"KT-pFL's temperature T must be > 0, got {opts['T']}")
 
 
-register(
-    Method(
-        "ktpfl",
-        KTpFLServer,
-        KTpFLClient,
-        "Personalised teachers mixed from everyone's soft predictions on public data by a learned matrix c",
-        "Zhang et al. 2021",
-        options={
-            "lam": (1.0, "λ: weight of the distillation term (eqs. 2, 6, 7)"),
-            "T": (10.0, "softmax temperature of the soft predictions (the authors' code: 10)"),
-            "rho": (1.0, "ρ: pull of c towards 1/N (eq. 4)"),
-            "c_lr": (0.1, "η₃: learning rate of c (eq. 7)"),
-            "distill_epochs": (1, "R: epochs of distillation on the round's public batch"),
-            "distill_lr": (0.0, "η₂: learning rate of the distillation (0: the run's lr)"),
-            "distill_batch": (0, "minibatch size of the distillation (0: the run's batch size)"),
-            "public_batch": (0, "public images per round, |ξ_r| (0: the whole public set)"),
-            "models": ("", "heterogeneous clients: model names dealt round-robin (empty: the run's model)"),
-        },
-        client_arch=client_arch,
-    )
-)
+OPTIONS = {
+    "lam": (1.0, "λ: weight of the distillation term (eqs. 2, 6, 7)"),
+    "T": (10.0, "softmax temperature of the soft predictions (the authors' code: 10)"),
+    "rho": (1.0, "ρ: pull of c towards 1/N (eq. 4)"),
+    "c_lr": (0.1, "η₃: learning rate of c (eq. 7)"),
+    "coefficients": ("learned", "c: learned (KT-pFL), uniform (FedMD), cosine (Sim-pFL) or topk (TopK-pFL)"),
+    "top_k": (5, "TopK-pFL: clients per teacher (the paper: 5)"),
+    "distill_epochs": (1, "R: epochs of distillation on the round's public batch"),
+    "distill_lr": (0.0, "η₂: learning rate of the distillation (0: the run's lr)"),
+    "distill_batch": (0, "minibatch size of the distillation (0: the run's batch size)"),
+    "public_batch": (0, "public images per round, |ξ_r| (0: the whole public set)"),
+    "models": ("", "heterogeneous clients: model names dealt round-robin (empty: the run's model)"),
+}
+
+
+def variant(name: str, summary: str, paper: str, coefficients: str) -> Method:
+    opts = dict(OPTIONS)
+    opts["coefficients"] = (coefficients, OPTIONS["coefficients"][1])
+    return register(Method(name, KTpFLServer, KTpFLClient, summary, paper, options=opts, client_arch=client_arch))
+
+
+variant("ktpfl", "Personalised teachers mixed from everyone's soft predictions on public data by a learned matrix c",
+        "Zhang et al. 2021", "learned")  # fmt: skip
+variant("fedmd", "Distillation towards the average of everyone's soft predictions on public data (c = 1/N)",
+        "Li and Wang 2019, as a KT-pFL baseline", "uniform")  # fmt: skip
+variant("sim-pfd", "Teachers mixed by the cosine similarity of the clients' soft predictions (Sim-pFL)",
+        "Zhang et al. 2021, §5.1", "cosine")  # fmt: skip
+variant("topk-pfd", "Teachers from the top-K most similar clients' soft predictions (TopK-pFL)",
+        "Zhang et al. 2021, §5.1", "topk")  # fmt: skip
