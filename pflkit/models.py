@@ -70,6 +70,48 @@ def mlp(input_shape=(1, 28, 28), n_classes=10, hidden=(200, 200)) -> SplitNet:
     return SplitNet(nn.Sequential(*layers), nn.Linear(dim, n_classes))
 
 
+def alexnet_small(input_shape=(1, 28, 28), n_classes=10, base: int = 64) -> SplitNet:
+    """The small-image AlexNet of KT-pFL's code: five 3x3 convolutions (base, 3b, 6b, 4b, 4b
+    channels; the first with stride 2) and three max-pools, then two hidden layers of b² units
+    (base 64: 64-192-384-256-256 and 4096-4096, about 20 M parameters; ``alexnet-<base>``
+    scales every width)."""
+    c, b = input_shape[0], base
+    layers: list[nn.Module] = [
+        nn.Conv2d(c, b, 3, stride=2, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(b, 3 * b, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(3 * b, 6 * b, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(6 * b, 4 * b, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(4 * b, 4 * b, 3, padding=1), nn.ReLU(), nn.AdaptiveMaxPool2d(1), nn.Flatten(),
+        nn.Dropout(0.5), nn.Linear(4 * b, b * b), nn.ReLU(), nn.Dropout(0.5), nn.Linear(b * b, b * b), nn.ReLU(),
+    ]  # fmt: skip
+    return SplitNet(nn.Sequential(*layers), nn.Linear(b * b, n_classes))
+
+
+def resnet18_small(input_shape=(1, 28, 28), n_classes=10, base: int = 64) -> SplitNet:
+    """ResNet-18 for small images (a 3x3 stem without max-pool, as for CIFAR), torchvision's
+    BasicBlocks, stages of base, 2b, 4b and 8b channels (base 64: 11.2 M parameters;
+    ``resnet18-<base>`` narrows it)."""
+    from ._compat import import_torchvision
+
+    BasicBlock = import_torchvision().models.resnet.BasicBlock
+    layers: list[nn.Module] = [
+        nn.Conv2d(input_shape[0], base, 3, padding=1, bias=False),
+        nn.BatchNorm2d(base),
+        nn.ReLU(),
+    ]
+    inplanes = base
+    for i, planes in enumerate((base, 2 * base, 4 * base, 8 * base)):
+        for j in range(2):
+            stride = 2 if i > 0 and j == 0 else 1
+            down = None
+            if stride != 1 or inplanes != planes:
+                down = nn.Sequential(nn.Conv2d(inplanes, planes, 1, stride=stride, bias=False), nn.BatchNorm2d(planes))
+            layers.append(BasicBlock(inplanes, planes, stride, down))
+            inplanes = planes
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    return SplitNet(nn.Sequential(*layers), nn.Linear(inplanes, n_classes))
+
+
 def torchvision_model(name: str, input_shape=(3, 32, 32), n_classes=10) -> SplitNet:
     """A torchvision architecture (e.g. resnet18, shufflenet_v2_x1_0) as body + linear head."""
     from ._compat import import_torchvision
@@ -113,13 +155,18 @@ MODELS = {"lenet": lenet, "fedavg-cnn": fedavg_cnn, "mlp": mlp}
 
 def build_model(name: str, input_shape, n_classes: int, width: str | int | None = None) -> SplitNet:
     """Build a model by name: ``lenet`` (width S/M/L or filter count), ``fedavg-cnn``, ``mlp``,
-    ``mlp<L>x<H>`` (L linear layers, hidden ones of H units: ``mlp8x256``), or any torchvision
+    ``mlp<L>x<H>`` (L linear layers, hidden ones of H units: ``mlp8x256``), ``alexnet-<base>`` and
+    ``resnet18-<base>`` (small-image AlexNet / ResNet-18; base 64 is full size), or any torchvision
     classification architecture name."""
     if name == "lenet":
         n_kernels = LENET_WIDTHS.get(width, width) if width is not None else 16
         return lenet(input_shape, n_classes, n_kernels=int(n_kernels))
     if name in MODELS:
         return MODELS[name](input_shape, n_classes)
+    small = re.fullmatch(r"(alexnet|resnet18)-(\d+)", name)
+    if small:  # small-image AlexNet / ResNet-18 of a given base width (KT-pFL's heterogeneous clients)
+        build = alexnet_small if small[1] == "alexnet" else resnet18_small
+        return build(input_shape, n_classes, base=int(small[2]))
     deep = re.fullmatch(r"mlp(\d+)x(\d+)", name)
     if deep:  # mlp<L>x<H>: L linear layers, the first L − 1 of H units (FedMN's Figure 2: 8–10 × 256)
         layers, units = int(deep[1]), int(deep[2])

@@ -28,6 +28,13 @@ def test_deep_mlp_names_count_their_linear_layers():
         build_model("mlp1x256", (1, 28, 28), 10)
 
 
+@pytest.mark.parametrize("name,millions", [("alexnet-64", 20.13), ("resnet18-64", 11.17), ("alexnet-16", 0.23)])
+def test_small_image_alexnet_and_resnet(name, millions):
+    m = build_model(name, (1, 28, 28), 10)
+    assert m(torch.zeros(2, 1, 28, 28)).shape == (2, 10) and isinstance(m.head, torch.nn.Linear)
+    assert round(n_params(m) / 1e6, 2) == millions
+
+
 def test_fedavg_cnn_size():
     # McMahan et al. (2017), §3: "a CNN with two 5x5 convolution layers ... 1,663,370 total parameters"
     assert n_params(build_model("fedavg-cnn", (1, 28, 28), 10)) == 1_663_370
