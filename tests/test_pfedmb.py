@@ -11,7 +11,7 @@ from pflkit.engine import build, run
 from pflkit.federated import nbytes, snapshot, weighted_average
 from pflkit.methods.pfedmb import BranchLayer, combined_model, multi_branch
 from pflkit.models import build_model
-from tests.conftest import tiny_config
+from tests.conftest import strip, tiny_config
 
 
 def final_server_weights(cfg, fed):
@@ -290,3 +290,41 @@ def test_alpha_weighted_aggregation_on_conv_layers():
         # branch 0: only client 0 → 1; branch 1: (20·½·2 + 60·1·3) / (10 + 60) = 200 / 70
         torch.testing.assert_close(server.w[k][0], torch.full_like(server.w[k][0], 1.0))
         torch.testing.assert_close(server.w[k][1], torch.full_like(server.w[k][1], 200 / 70))
+
+
+def test_pilot_grid_over_pfedmb_options():
+    """The chapter's pilot: a grid over η_α (an option) and the learning rate (a config field),
+    with and without momentum on α and both initial scales, names one arm per setting."""
+    from pflkit.experiments import grid
+
+    base = tiny_config(method="pfedmb", options={"branches": 2, "alpha_momentum": 0.0, "scale_init": False})
+    arms = grid("pFedMB", base, alpha_lr=[0.1, 1.0], lr=[0.01, 0.05])
+    assert list(arms) == [
+        "pFedMB · alpha_lr=0.1, lr=0.01", "pFedMB · alpha_lr=0.1, lr=0.05",
+        "pFedMB · alpha_lr=1, lr=0.01", "pFedMB · alpha_lr=1, lr=0.05",
+    ]  # fmt: skip
+    cfg = arms["pFedMB · alpha_lr=1, lr=0.05"]
+    assert cfg.lr == 0.05 and cfg.options == {
+        "branches": 2,
+        "alpha_momentum": 0.0,
+        "scale_init": False,
+        "alpha_lr": 1.0,
+    }
+
+
+def test_reading_fedamp_xi_in_a_probe_changes_nothing(tiny_fed):
+    """The chapter's FedAMP diagnostic reads ξ_i· from the server after every round: the run must
+    be the same as without the probe, and every row of ξ is a convex combination."""
+    cfg = tiny_config(method="fedamp", rounds=3, options={"sigma": 1.0})
+    rows = []
+
+    def probe(rnd, row, server, clients):
+        xi = torch.stack([server.xi(i) for i in range(len(server.w))])
+        rows.append(xi)
+
+    with_probe = run(cfg, tiny_fed(cfg), on_round=probe)
+    without = run(cfg, tiny_fed(cfg))
+    assert strip(with_probe) == strip(without)
+    for xi in rows:
+        assert (xi >= -1e-12).all()
+        torch.testing.assert_close(xi.sum(1), torch.ones(len(xi), dtype=xi.dtype))
