@@ -135,3 +135,23 @@ def test_resume_after_kill_equals_uninterrupted(tiny_fed, tmp_path, method):
     full = run(cfg, tiny_fed(cfg))
     resumed = killed_and_resumed(cfg, tiny_fed, tmp_path / "ck.pt")
     assert strip(resumed) == strip(full)
+
+
+# ----------------------------------------------------------------------------- CFL's split criterion, for figures
+
+
+def test_cfl_records_its_split_norms_per_cluster(tiny_fed):
+    """``CFLServer.norms`` (read by the FeSEM chapter's probe): per cluster that reported, the norm of
+    the size-weighted mean update (against ε₁) and the largest client update norm (against ε₂)."""
+    cfg = tiny_config(method="cfl", clients=4, rounds=1)  # warmup 20: no split
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    assert server.norms == []
+    theta = flatten(server.models[0])
+    uploads = {c.cid: trained(c, server) for c in clients}
+    dtheta = torch.stack([flatten(u["weights"]) - theta for u in uploads.values()])
+    n = torch.tensor([float(u["n"]) for u in uploads.values()])
+    server.aggregate(uploads, 0)
+    assert len(server.norms) == len(server.models) == 1
+    mean_norm, max_norm = server.norms[0]
+    assert mean_norm == pytest.approx(float((n[:, None] * dtheta).sum(0).norm() / n.sum()))
+    assert max_norm == pytest.approx(float(dtheta.norm(dim=1).max()))

@@ -45,6 +45,9 @@ class CFLServer(Server):
         self.clusters: list[list[int]] = [list(range(n_clients))]
         self.models = [snapshot(model)]  # θ_c, one per cluster
         self.cluster_of = np.zeros(n_clients, dtype=int)
+        # the split criterion's two norms, per cluster that reported in the last round (read-only,
+        # for figures): (‖Σ n_i/n_c Δθ_i‖ against ε₁, max ‖Δθ_i‖ against ε₂)
+        self.norms: list[tuple[float, float]] = []
 
     @property
     def assignment(self) -> np.ndarray:
@@ -55,7 +58,7 @@ class CFLServer(Server):
         return {"weights": self.models[self.cluster_of[cid]]}
 
     def aggregate(self, uploads, rnd):
-        clusters, models = [], []
+        clusters, models, norms = [], [], []
         for members, theta in zip(self.clusters, self.models):
             reported = [i for i in members if i in uploads]
             if not reported:
@@ -67,6 +70,7 @@ class CFLServer(Server):
             n = torch.tensor([float(uploads[i]["n"]) for i in reported])
             mean_norm = float((n[:, None] * dtheta).sum(0).norm() / n.sum())
             max_norm = float(dtheta.norm(dim=1).max())
+            norms.append((mean_norm, max_norm))
             groups = [reported]
             if (len(reported) == len(members) > 2 and rnd + 1 > self.opt["warmup"]
                     and mean_norm < self.opt["eps1"] and max_norm > self.opt["eps2"]):  # fmt: skip
@@ -74,7 +78,7 @@ class CFLServer(Server):
             for g in groups:  # FedAvg within each (new) cluster
                 clusters.append(g if len(groups) > 1 else members)
                 models.append(weighted_average([uploads[i]["weights"] for i in g], [uploads[i]["n"] for i in g]))
-        self.clusters, self.models = clusters, models
+        self.clusters, self.models, self.norms = clusters, models, norms
         for c, members in enumerate(clusters):
             self.cluster_of[members] = c
 
