@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from pflkit.data import load_dataset
-from pflkit.engine import Federation, RunConfig, pick_device, run
+from pflkit.engine import Federation, RunConfig, hold_out_public, pick_device, run
 from pflkit.partitions import partition_dataset
 
 
@@ -29,11 +29,12 @@ def tiny_config(**kw) -> RunConfig:
 @pytest.fixture
 def tiny_fed(digits):
     def make(cfg: RunConfig) -> Federation:
+        ds, public = hold_out_public(digits, cfg.public_images)  # KT-pFL and FedDF need a public set
         part = partition_dataset(
-            digits, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,
+            ds, cfg.partition, cfg.clients, cfg.seed, classes_per_client=cfg.classes_per_client,
             shares=cfg.shares, alpha=cfg.alpha, val_fraction=cfg.val_fraction,
         )  # fmt: skip
-        return Federation(digits, part, pick_device(cfg.device))
+        return Federation(ds, part, pick_device(cfg.device), public)
 
     return make
 

@@ -17,7 +17,14 @@ TINY_OPTIONS = {"pfedhn": {"hn_optimizer": "adam", "hn_lr": 1e-3}}
 TINY_ROUNDS = {"fedsgd": 32, "feddist": 6, "fedem": 8}  # FedEM: its mixture weights specialise over rounds
 # FedMN (issue 13, in progress) does not learn this problem yet: its routed network stays near chance
 # (measured: 0.1-0.4 after 8 rounds). strict: the day it learns, this test says so.
-NOT_YET = {"fedmn": "FedMN does not learn the tiny problem yet (issue 13)"}
+# KT-pFL, its distillation baselines and FedDF learn from a public unlabeled set held out of the data
+PUBLIC = {"ktpfl", "fedmd", "sim-pfd", "topk-pfd", "feddf", "pfeddf"}
+NOT_YET = {
+    "fedmn": "FedMN does not learn the tiny problem yet (issue 13)",
+    # FedDF's one global model, distilled on the server towards the ensemble of 3-class specialists, stays near
+    # chance here (measured after 4 rounds: 0.33 with 100 server steps, 0.46 with 10; FedAvg on the same data 0.55)
+    "feddf": "FedDF's fused global model does not fit 3-class clients in 4 rounds (issue 14 measures it)",
+}
 
 
 @pytest.mark.parametrize(
@@ -28,7 +35,8 @@ NOT_YET = {"fedmn": "FedMN does not learn the tiny problem yet (issue 13)"}
     ],
 )
 def test_learns_on_tiny_problem(tiny_fed, method):
-    cfg = tiny_config(method=method, rounds=TINY_ROUNDS.get(method, 4), options=TINY_OPTIONS.get(method, {}))
+    cfg = tiny_config(method=method, rounds=TINY_ROUNDS.get(method, 4), options=TINY_OPTIONS.get(method, {}),
+                      public_images=200 if method in PUBLIC else 0)  # fmt: skip
     res = run(cfg, tiny_fed(cfg))
     accs = [h["mean_acc"] for h in res["history"]]
     # 3 classes per client: chance is about 1/3

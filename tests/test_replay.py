@@ -94,8 +94,9 @@ def test_book_profile_reads_the_committed_store(monkeypatch, tmp_path):
     monkeypatch.delenv("PFLBOOK_FRESH", raising=False)
     book = profiles.store_for("pfedhn", "book")
     assert book.path == profiles.COMMITTED / "pfedhn" and book.reuse == "any"
-    pending = profiles.store_for("pfedmb", "book")  # not converged yet (issue 12): a build store, same code
-    assert pending.path.parts[-3:] == ("store", "book", "pfedmb") and pending.reuse == "same-code"
+    assert all(profiles.store_for(c, "book").path == profiles.COMMITTED / c for c in profiles.COMMITTED_CHAPTERS)
+    pending = profiles.store_for("a-new-chapter", "book")  # not in the committed store yet: a build store, same code
+    assert pending.path.parts[-3:] == ("store", "book", "a-new-chapter") and pending.reuse == "same-code"
     smoke = profiles.store_for("pfedhn", "smoke")
     assert smoke.path.parts[-3:] == ("store", "smoke", "pfedhn") and smoke.reuse == "same-code"
     monkeypatch.setenv("PFLBOOK_FRESH", "1")  # make book FRESH=1: recompute, do not read results/
