@@ -64,3 +64,19 @@ def test_resume_and_the_public_set_is_required(fed_for, tmp_path):
     cfg = cfg_(public_images=0)
     with pytest.raises(PflkitError, match="public set"):
         run(cfg, fed_for(cfg))
+
+
+def test_the_teacher_averages_every_received_model(fed_for):
+    """The ensemble is the mean softmax of all uploads, two per architecture here (a cached model
+    per architecture once made every upload of an architecture the last one loaded)."""
+    cfg = cfg_(clients=4, options={"models": "mlp,mlp3x32"})
+    _, _, server, clients = build(cfg, fed_for(cfg))
+    ups = {c.cid: c.train_round(server.message_for(c.cid, 0), 0) for c in clients}
+    x = server.x_public
+    probs = []
+    for c in clients:  # each client's own trained model, evaluated by itself
+        c.model.load_state_dict(ups[c.cid]["weights"])
+        with torch.no_grad():
+            probs.append(torch.softmax(c.model.eval()(x), dim=1))
+    assert not torch.allclose(probs[0], probs[2])  # two different models of one architecture
+    torch.testing.assert_close(server.teacher(ups), torch.stack(probs).mean(0), atol=1e-6, rtol=1e-5)

@@ -37,6 +37,8 @@ from ..federated import Client, Server, derive_seed, snapshot, weighted_average
 from ..models import build_model
 from . import Method, register
 
+TEACHER_CHUNK = 512  # public images per forward pass when the teacher's predictions are taken
+
 
 def architectures(opts) -> list[str]:
     return [m.strip() for m in str(opts["models"]).split(",") if m.strip()]
@@ -82,21 +84,32 @@ class FedDFServer(Server):
             return
         if self.x_public is None or len(self.x_public) == 0:
             raise PflkitError("FedDF needs a public set: set public_images (--public-images) > 0")
-        received = []  # every client's model this round, for the ensemble teacher
-        for cid, up in uploads.items():
-            m = self.scratch(cid)
-            m.load_state_dict(up["weights"])
-            received.append(m.eval())
+        target = self.teacher(uploads)  # the ensemble of every model received this round
         for g in sorted({self.group(c) for c in uploads}):
             members = [c for c in uploads if self.group(c) == g]
             fused = self.prototype(g)
             fused.load_state_dict(  # FedAvg within the architecture
                 weighted_average([uploads[c]["weights"] for c in members], [uploads[c]["n"] for c in members])
             )
-            self.distill(fused, received, rnd, g)
+            self.distill(fused, target, rnd, g)
+
+    def teacher(self, uploads) -> torch.Tensor:
+        """The ensemble teacher on the whole public set: the mean over every received model, of
+        every architecture, of its softmax output (computed once a round: the teachers do not
+        change while the prototypes are distilled)."""
+        total = None
+        for cid, up in uploads.items():
+            m = self.scratch(cid)
+            m.load_state_dict(up["weights"])
+            m.eval()
+            with torch.no_grad():
+                p = torch.cat([F.softmax(m(x), dim=1) for x in self.x_public.split(TEACHER_CHUNK)])
+            total = p if total is None else total + p
+        return total / len(uploads)
 
     def scratch(self, cid):
-        """A model of client ``cid``'s architecture to load its upload into (one per architecture)."""
+        """A model of client ``cid``'s architecture to load an upload into (one per architecture,
+        reused: each upload's predictions are taken before the next one is loaded)."""
         if not hasattr(self, "_scratch"):
             self._scratch = {}
         g = self.group(cid)
@@ -104,8 +117,9 @@ class FedDFServer(Server):
             self._scratch[g] = copy.deepcopy(self.prototype(g))
         return self._scratch[g]
 
-    def distill(self, fused, teachers, rnd, g):
-        """Ensemble distillation of the received models into ``fused`` on the public set."""
+    def distill(self, fused, target, rnd, g):
+        """Ensemble distillation into ``fused`` on the public set; ``target`` holds the teacher's
+        probabilities for every public image."""
         x_pub = self.x_public
         size = self.opt["distill_batch"] or self.cfg.batch_size
         gen = torch.Generator().manual_seed(derive_seed(self.cfg.seed, rnd, 7, g))
@@ -113,10 +127,7 @@ class FedDFServer(Server):
         fused.train()
         for _ in range(self.opt["server_steps"]):
             idx = torch.randint(len(x_pub), (min(size, len(x_pub)),), generator=gen).to(x_pub.device)
-            x = x_pub[idx]
-            with torch.no_grad():
-                target = torch.stack([F.softmax(t(x), dim=1) for t in teachers]).mean(0)
-            loss = F.kl_div(F.log_softmax(fused(x), dim=1), target, reduction="batchmean")
+            loss = F.kl_div(F.log_softmax(fused(x_pub[idx]), dim=1), target[idx], reduction="batchmean")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
