@@ -125,6 +125,16 @@ def test_similarity_coefficients_and_the_variants(fed_for):
     assert torch.allclose(w.sum(0), torch.ones(3, dtype=torch.float64)) and w[0, 1] > w[2, 1]
     top = similarity_weights(soft, top_k=2)
     assert (top[:, 0] > 0).sum() == 2 and top[2, 0] == 0  # client 0's teacher: itself and client 1
+    # shifted (the default, the authors' code): the least similar client gets weight 0; plain: cosines near 1
+    # at a high temperature are nearly uniform weights
+    assert w[2, 0] == 0 and torch.allclose(w[:2, 0], torch.tensor([0.5, 0.5], dtype=torch.float64))
+    flat = torch.softmax(torch.stack([torch.tensor([[3.0, 0.0]]), torch.tensor([[0.0, 3.0]])]) / 10, dim=2).double()
+    plain = similarity_weights(flat, shift=False)
+    assert (plain - 0.5).abs().max() < 0.02 and torch.equal(
+        similarity_weights(flat)[:, 0], torch.tensor([1.0, 0.0]).double()
+    )
+    same = similarity_weights(torch.stack([a, a]).double())  # all equally similar: the plain average
+    assert torch.equal(same, torch.full((2, 2), 0.5, dtype=torch.float64))
     seen = {}
     for name in ("fedmd", "sim-pfd", "topk-pfd"):
         cfg = cfg_(method=name, rounds=2)

@@ -42,7 +42,8 @@ Choices where the paper is silent or ambiguous (the chapter lists them):
 ``fedmd`` — every teacher the plain average of everyone's soft predictions (c ≡ 1/N, never
 learned; Li & Wang's FedMD communicates the same consensus, see the chapter for what differs);
 ``sim-pfd`` (the paper's Sim-pFL) — c_mn ∝ the cosine similarity of s(w_m, ξ_r) and s(w_n, ξ_r),
-recomputed every round; ``topk-pfd`` (TopK-pFL) — the same restricted, in every column, to the
+recomputed every round, each column's smallest similarity subtracted first as in the authors' code
+(option ``similarity``; the paper gives no formula); ``topk-pfd`` (TopK-pFL) — the same restricted, in every column, to the
 ``top_k`` most similar clients (the client itself included).
 """
 
@@ -94,12 +95,19 @@ def project_columns(c: torch.Tensor) -> torch.Tensor:
     return (c - theta).clamp_min(0)
 
 
-def similarity_weights(soft: torch.Tensor, top_k: int = 0) -> torch.Tensor:
+def similarity_weights(soft: torch.Tensor, top_k: int = 0, shift: bool = True) -> torch.Tensor:
     """Sim-pFL / TopK-pFL: column n ∝ the cosine similarity of every client's flattened soft
-    predictions with client n's (negative similarities count 0), kept to the ``top_k`` largest
-    entries of the column when ``top_k`` > 0."""
+    predictions with client n's, kept to the ``top_k`` largest entries of the column when
+    ``top_k`` > 0.  ``shift``: the column's smallest similarity is subtracted first (the authors'
+    code), so that the weights spread out; at T = 10 the soft predictions are nearly flat and the
+    plain cosines all lie near 1, which makes the plain weights almost uniform, i.e. FedMD's.
+    Without ``shift`` negative similarities count 0."""
     flat = F.normalize(soft.reshape(len(soft), -1), dim=1)
     sim = (flat @ flat.T).clamp_min(0)  # sim[m, n] = cos(s_m, s_n)
+    if shift:
+        sim = sim - sim.min(0, keepdim=True).values
+        flat_cols = sim.sum(0) <= EPS  # every client equally similar: the plain average
+        sim[:, flat_cols] = 1.0
     if 0 < top_k < len(soft):
         keep = sim.topk(top_k, dim=0).indices
         sim = torch.zeros_like(sim).scatter(0, keep, sim.gather(0, keep))
@@ -142,7 +150,11 @@ class KTpFLServer(Server):
         ids = sorted(self.soft)
         kind = self.opt["coefficients"]
         if kind in ("cosine", "topk"):  # Sim-pFL / TopK-pFL: from this round's soft predictions
-            w = similarity_weights(torch.stack([self.soft[m] for m in ids]), self.opt["top_k"] if kind == "topk" else 0)
+            w = similarity_weights(
+                torch.stack([self.soft[m] for m in ids]),
+                self.opt["top_k"] if kind == "topk" else 0,
+                shift=self.opt["similarity"] == "shifted",
+            )
             return ids, w[:, ids.index(cid)]
         col = self.c[ids, cid].clamp_min(0)
         total = col.sum()
@@ -216,6 +228,8 @@ def check_options(opts) -> None:
         raise PflkitError(f"coefficients must be one of {', '.join(COEFFICIENTS)}, not {opts['coefficients']!r}")
     if opts["T"] <= 0:
         raise PflkitError(f"KT-pFL's temperature T must be > 0, got {opts['T']}")
+    if opts["similarity"] not in ("shifted", "plain"):
+        raise PflkitError(f"similarity must be shifted or plain, not {opts['similarity']!r}")
 
 
 OPTIONS = {
@@ -225,6 +239,10 @@ OPTIONS = {
     "c_lr": (0.1, "η₃: learning rate of c (eq. 7)"),
     "coefficients": ("learned", "c: learned (KT-pFL), uniform (FedMD), cosine (Sim-pFL) or topk (TopK-pFL)"),
     "top_k": (5, "TopK-pFL: clients per teacher (the paper: 5)"),
+    "similarity": (
+        "shifted",
+        "Sim-/TopK-pFL weights: shifted (each column's smallest cosine subtracted, the authors' code) or plain",
+    ),
     "distill_epochs": (1, "R: epochs of distillation on the round's public batch"),
     "distill_lr": (0.0, "η₂: learning rate of the distillation (0: the run's lr)"),
     "distill_batch": (0, "minibatch size of the distillation (0: the run's batch size)"),
