@@ -219,3 +219,19 @@ def test_router_starts_from_the_pretrained_encoder_when_routing_begins(tiny_fed)
     assert not torch.equal(
         seen[first]["router.phi_x.1.weight"], seen[first]["encoders.0.1.weight"]
     )  # before the switch
+
+
+def test_a_client_is_judged_at_the_temperature_of_the_round_just_trained(tiny_fed):
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.0)  # τ: 1.0 at round 0 down to 0.1 at round 3
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    c0, opts = clients[0], clients[0].opt
+    x, y = c0.data.split("train")
+    for rnd in (0, 1, 3):
+        server.aggregate({}, rnd)
+        model = c0.eval_model(server.eval_message(0))
+        with torch.no_grad():
+            v = torch.sigmoid(c0.model.router.logits(x, y) / temperature(rnd, cfg, opts))
+        assert torch.allclose(model.c, v * (v > opts["prune"]).float())
+    assert temperature(0, cfg, opts) == opts["tau_start"] and temperature(3, cfg, opts) == pytest.approx(
+        opts["tau_end"]
+    )

@@ -19,8 +19,11 @@ to E logits, averaged over the client's training data:
     Π_m = σ(G_m)                                                                  (eq. 10)
 and V_m is drawn from the binary concrete relaxation of Bern(Π_m), temperature τ:
     v_i = σ((log ε − log(1 − ε) + log π_i/(1 − π_i)) / τ),  ε ~ U(0, 1)          (eq. 5)
-The forward pass uses the binary decision 1[v_i > ½] (so eq. 13 and a_m are exact) and passes
-the task loss's gradient to v (straight-through), hence to the router through eq. 5 (eq. 6).
+By default (``decisions=relaxed``, the paper's "V_m approximated by a vector in [0, 1]^E") the
+relaxed values are eq. 13's path weights, C = v·1[v > ``prune``], so a path with a negligible
+weight is off and a block can be inactive; the task loss's gradient reaches the router through
+eq. 5 (eq. 6).  ``decisions=binary`` uses 1[v > ½] in the forward pass and passes the gradient to
+v straight-through.
 
 **Round (Algorithm 1, §II-E).**  For each sampled client m:
     server → client:  router θ_h and the encoders
@@ -46,7 +49,8 @@ from Π on the whole local training set, and the router receives the sum of the 
 at the end of the round (its architecture is fixed for the round, as Algorithm 1 says); a block's
 average is normalised over the clients that used it (the printed Σ_m |D_m|/|D| a_i θ_i^m would
 shrink a block that few clients use); τ decays exponentially from ``tau_start`` to ``tau_end``
-over the routing rounds; the evaluation decision is the mode 1[Π > ½], without noise.
+over the routing rounds; a client is judged without noise, v = σ(G/τ) at the temperature of the
+round just trained (binary: the mode 1[Π > ½]).
 
 **The authors' public code departs from the paper** (xztcwang/FedMN); each departure is an option:
 ``router_grad=0`` (the router's output passes through ``.item()``: no gradient from the task
@@ -277,6 +281,8 @@ class FedMNServer(Server):
             msg["pretrained"] = torch.tensor(True)
         elif not self.routing(self.rounds_done - 1):
             msg["all_paths"] = torch.tensor(True)
+        else:  # judged at the temperature of the round just trained
+            msg["round"] = torch.tensor(self.rounds_done - 1)
         return msg
 
     rounds_done = 0  # rounds aggregated so far
@@ -322,12 +328,12 @@ class FedMNClient(Client):
         ``relaxed`` (the paper: V_m approximated by a vector in [0, 1]^E): v from eq. 5, used as
         the path weights of eq. 13; weights below ``prune`` count as 0, so that a block can be
         inactive.  ``binary``: the paths with v > ½, straight-through.  ``softmax``: the authors'
-        code.  Evaluation draws no noise: v = σ(G/τ) (binary: the mode 1[Π > ½])."""
+        code.  Evaluation draws no noise: v = σ(G/τ) at the round's τ (binary: the mode 1[Π > ½])."""
         net, opts = self.model, self.opt
         x, y = self.data.split("train")
         with torch.no_grad():
             g = net.router.logits(x, y)  # G_m (eq. 9); Π_m = σ(G_m) (eq. 10)
-        tau = temperature(rnd, self.cfg, opts) if train else opts["tau_end"] if opts["anneal"] else opts["tau_start"]
+        tau = temperature(rnd, self.cfg, opts)
         noise = torch.zeros_like(g)
         if opts["decisions"] == "softmax":
             v = softmax_weights(net, g / tau)
@@ -444,7 +450,7 @@ class FedMNClient(Client):
             return _Pretrained(self.model)
         if "all_paths" in message:
             return _Routed(self.model, torch.ones(self.model.n_paths, device=self.data.train_idx.device))
-        mask, v, _, _ = self.decide(self.cfg.rounds, train=False)
+        mask, v, _, _ = self.decide(int(message["round"]), train=False)
         return _Routed(self.model, self.weights(mask, v).detach())
 
 
