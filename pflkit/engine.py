@@ -10,6 +10,7 @@ continues exactly as the uninterrupted run would.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -26,7 +27,7 @@ from sklearn.metrics import f1_score
 from . import __version__
 from .data import FedDataset, load_dataset
 from .errors import PflkitError
-from .federated import ClientData, derive_seed, evaluate, nbytes
+from .federated import ClientData, Message, derive_seed, evaluate, nbytes
 from .models import build_model
 from .partitions import Partition, partition_dataset
 
@@ -219,25 +220,80 @@ def summarize(results: list[dict]) -> dict:
 
 def evaluate_clients(server, clients, client_ids, eval_seed: int) -> dict:
     """Evaluate every listed client's personalised model on its val and test splits (after
-    ``eval_finetune_epochs`` epochs of local fine-tuning of a copy, if configured)."""
-    per_split = {"val": [], "test": []}
-    bytes_down = 0
-    for cid in client_ids:
-        msg = server.eval_message(cid)
-        bytes_down += nbytes(msg)
-        client = clients[cid]
-        client.generator.manual_seed(derive_seed(eval_seed, cid))
-        model = client.eval_model(msg)
-        if client.cfg.eval_finetune_epochs:
-            model = client.fine_tuned(model, client.cfg.eval_finetune_epochs)
-        for split in per_split:
-            per_split[split].append(evaluate(model, *client.data.split(split)))
+    ``eval_finetune_epochs`` epochs of local fine-tuning of a copy, if configured).  ``clients``:
+    the client objects, or the transport that reaches them (:class:`LocalClients`)."""
+    pool = clients if isinstance(clients, LocalClients) else LocalClients(clients)
+    messages = {cid: server.eval_message(cid) for cid in client_ids}
+    results = pool.evaluate({cid: (msg, derive_seed(eval_seed, cid)) for cid, msg in messages.items()})
+    per_split = {split: [results[cid][split] for cid in client_ids] for split in ("val", "test")}
     out = {}
     if any(r["n"] for r in per_split["val"]):  # val_fraction = 0 leaves no validation data
         out = {f"val_{k}": v for k, v in summarize(per_split["val"]).items() if k != "per_client_acc"}
     out.update(summarize(per_split["test"]))
-    out["eval_bytes_down"] = bytes_down
+    out["eval_bytes_down"] = sum(nbytes(m) for m in messages.values())
     return out
+
+
+# ----------------------------------------------------------------------------- reaching the clients
+
+
+@contextlib.contextmanager
+def own_randomness(client, seed: int, generator_seed: int | None = None):
+    """A client's call runs in its own random-number bubble: torch's global generator is seeded
+    from ``seed`` and restored afterwards (dropout and any other global draws of one client do not
+    shift another's, nor the server's), and the client's own generator is reseeded when
+    ``generator_seed`` is given.  The same numbers whichever process runs the client."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if generator_seed is not None:
+            client.generator.manual_seed(generator_seed)
+        yield
+
+
+class LocalClients:
+    """The clients as objects in this process: the in-process engine's way of reaching them.
+
+    The round loop (:func:`run`) talks to clients only through these four calls, each taking
+    ``{cid: (message, seeds)}`` for the clients it concerns and returning ``{cid: reply}``; another
+    transport (Flower, :mod:`pflkit.flower`) carries the same messages over the network."""
+
+    def __init__(self, clients):
+        self.clients = clients
+
+    def __len__(self) -> int:
+        return len(self.clients)
+
+    def setup(self) -> dict[int, Message]:
+        """Before round 1: the setup messages of the clients that have one."""
+        return {c.cid: m for c in self.clients if (m := c.setup_message()) is not None}
+
+    def request(self, calls: dict, rnd: int) -> dict[int, Message]:
+        """First step of a two-step round; ``calls``: {cid: (message, (seed, generator seed))}."""
+        out = {}
+        for cid, (msg, (seed, gen_seed)) in calls.items():
+            with own_randomness(self.clients[cid], seed, gen_seed):
+                out[cid] = self.clients[cid].request(msg, rnd)
+        return out
+
+    def train(self, calls: dict, rnd: int) -> dict[int, Message]:
+        """The round's training; ``calls``: {cid: (message, (seed, generator seed or None))}."""
+        out = {}
+        for cid, (msg, (seed, gen_seed)) in calls.items():
+            with own_randomness(self.clients[cid], seed, gen_seed):
+                out[cid] = self.clients[cid].train_round(msg, rnd)
+        return out
+
+    def evaluate(self, calls: dict) -> dict[int, dict]:
+        """{cid: (eval message, seed)} → {cid: {"val": counts, "test": counts}} (see ``evaluate``)."""
+        out = {}
+        for cid, (msg, seed) in calls.items():
+            client = self.clients[cid]
+            with own_randomness(client, seed, seed):
+                model = client.eval_model(msg)
+                if client.cfg.eval_finetune_epochs:
+                    model = client.fine_tuned(model, client.cfg.eval_finetune_epochs)
+                out[cid] = {split: evaluate(model, *client.data.split(split)) for split in ("val", "test")}
+        return out
 
 
 # ----------------------------------------------------------------------------- the run
@@ -299,7 +355,8 @@ def build(cfg: RunConfig, fed: Federation | None = None):
 def handshake(server, clients) -> int:
     """Before round 1: every client that has something to say once (its ``setup_message``)
     sends it, and the server receives them together.  Returns the bytes sent up."""
-    uploads = {c.cid: m for c in clients if (m := c.setup_message()) is not None}
+    pool = clients if isinstance(clients, LocalClients) else LocalClients(clients)
+    uploads = pool.setup()
     if uploads:
         server.setup(uploads)
     return sum(nbytes(m) for m in uploads.values())
@@ -326,7 +383,8 @@ def run(
     history: list[dict] = []
     trace: list[float] = []  # every round's mean training loss: the replay check's fingerprint of a run
     ledger = {"bytes_up": 0, "bytes_down": 0, "eval_bytes_down": 0}
-    ledger["bytes_up"] += handshake(server, clients)
+    pool = LocalClients(clients)
+    ledger["bytes_up"] += handshake(server, pool)
     timing = {"setup_s": time.perf_counter() - t0, "train_s": 0.0, "eval_s": 0.0, "checkpoint_s": 0.0}
     start = 0
     ckpt = Path(cfg.checkpoint) if cfg.checkpoint else None
@@ -349,22 +407,24 @@ def run(
         m = max(1, int(round(cfg.sample_rate * len(train_ids))))
         pick = np.random.default_rng(derive_seed(cfg.seed, rnd, 2)).choice(len(train_ids), m, replace=False)
         selected = sorted(train_ids[i] for i in pick)
-        uploads, losses = {}, []
-        for cid in selected:  # a two-step round: every client answers the server's first message before
-            clients[cid].generator.manual_seed(derive_seed(cfg.seed, rnd, 3, cid))  # any gets its second
-            pre = server.pre_message(cid, rnd)
-            if pre is not None:  # (FedMN asks for its active blocks; KT-pFL uploads soft predictions)
-                ledger["bytes_down"] += nbytes(pre)
-                request = clients[cid].request(pre, rnd)
+        # each client's draws this round: torch's global generator (its own bubble) and its generator
+        seeds = {cid: derive_seed(cfg.seed, rnd, 1, cid) for cid in selected}
+        gen_seeds = {cid: derive_seed(cfg.seed, rnd, 3, cid) for cid in selected}
+        # a two-step round (FedMN asks for its active blocks; KT-pFL uploads soft predictions): every
+        # client answers the server's first message before any gets its second
+        pre = {cid: msg for cid in selected if (msg := server.pre_message(cid, rnd)) is not None}
+        if pre:
+            ledger["bytes_down"] += sum(nbytes(msg) for msg in pre.values())
+            calls = {cid: (msg, (derive_seed(seeds[cid], 0), gen_seeds[cid])) for cid, msg in pre.items()}
+            for cid, request in pool.request(calls, rnd).items():
                 ledger["bytes_up"] += nbytes(request)
                 server.receive_request(cid, request, rnd)
-        for cid in selected:
-            msg = server.message_for(cid, rnd)
-            ledger["bytes_down"] += nbytes(msg)
-            reply = clients[cid].train_round(msg, rnd)
-            losses.append(reply.pop("_loss", float("nan")))
-            ledger["bytes_up"] += nbytes(reply)
-            uploads[cid] = reply
+        messages = {cid: server.message_for(cid, rnd) for cid in selected}
+        ledger["bytes_down"] += sum(nbytes(msg) for msg in messages.values())
+        calls = {cid: (msg, (seeds[cid], None if cid in pre else gen_seeds[cid])) for cid, msg in messages.items()}
+        uploads = pool.train(calls, rnd)
+        losses = [reply.pop("_loss", float("nan")) for reply in uploads.values()]
+        ledger["bytes_up"] += sum(nbytes(reply) for reply in uploads.values())
         server.aggregate(uploads, rnd)
         t_eval = time.perf_counter()
         timing["train_s"] += t_eval - t_round
@@ -373,7 +433,7 @@ def run(
         evaluated = (rnd + 1) % cfg.eval_every == 0 or rnd + 1 == cfg.rounds
         if evaluated:
             row = {"round": rnd + 1, "train_loss": trace[-1]}
-            metrics = evaluate_clients(server, clients, train_ids, derive_seed(cfg.seed, rnd, 4))
+            metrics = evaluate_clients(server, pool, train_ids, derive_seed(cfg.seed, rnd, 4))
             ledger["eval_bytes_down"] += metrics.pop("eval_bytes_down")
             row.update(metrics)
             row.update(ledger)
