@@ -150,6 +150,7 @@ def test_replay_runs_through_the_first_evaluation():
     assert replay.replay_rounds(cfg) == 50
     assert replay.replay_rounds(dataclasses.replace(cfg, eval_every=1)) == 2
     assert replay.replay_rounds(dataclasses.replace(cfg, rounds=1)) == 1
+    assert replay.replay_rounds(cfg, exact=False) == 2  # elsewhere: the first rounds only
 
 
 def test_grad_clip_bounds_every_local_step(tiny_fed):
