@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PIP_INSTALL) -e ".[book,dev]"
+	$(PIP_INSTALL) -e ".[book,dev,flower]"
 	touch $@
 
 data: $(STAMP)

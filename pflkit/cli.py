@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--out", default=None)
+    r.add_argument(
+        "--engine", choices=("inprocess", "flower"), default="inprocess",
+        help="inprocess (default) or flower: Flower's simulation runtime, one virtual node per client",
+    )  # fmt: skip
 
     sw = sub.add_parser("sweep", help="run methods over seeds into a result store; print mean ± 95 % CI")
     sw.add_argument("method", help="method or comma-separated methods")
@@ -317,7 +321,13 @@ def cmd_run(args, extra: list[str]) -> None:
     from .methods import get_method
 
     cfg = _config(args, args.method, _method_options(get_method(args.method), extra))
-    result = run(cfg, Federation.from_config(cfg, download=args.download), progress=not args.no_progress)
+    if args.engine == "flower":
+        from .flower import run_flower
+
+        Federation.from_config(cfg, download=args.download)  # the data are there before the nodes start
+        result = run_flower(cfg)
+    else:
+        result = run(cfg, Federation.from_config(cfg, download=args.download), progress=not args.no_progress)
     f = result["final"]
     print(
         f"{cfg.method} on {cfg.dataset}/{cfg.partition}, {cfg.clients} clients, {cfg.rounds} rounds: "

@@ -222,7 +222,7 @@ def evaluate_clients(server, clients, client_ids, eval_seed: int) -> dict:
     """Evaluate every listed client's personalised model on its val and test splits (after
     ``eval_finetune_epochs`` epochs of local fine-tuning of a copy, if configured).  ``clients``:
     the client objects, or the transport that reaches them (:class:`LocalClients`)."""
-    pool = clients if isinstance(clients, LocalClients) else LocalClients(clients)
+    pool = clients if hasattr(clients, "evaluate") else LocalClients(clients)  # a list, or a transport
     messages = {cid: server.eval_message(cid) for cid in client_ids}
     results = pool.evaluate({cid: (msg, derive_seed(eval_seed, cid)) for cid, msg in messages.items()})
     per_split = {split: [results[cid][split] for cid in client_ids] for split in ("val", "test")}
@@ -355,7 +355,7 @@ def build(cfg: RunConfig, fed: Federation | None = None):
 def handshake(server, clients) -> int:
     """Before round 1: every client that has something to say once (its ``setup_message``)
     sends it, and the server receives them together.  Returns the bytes sent up."""
-    pool = clients if isinstance(clients, LocalClients) else LocalClients(clients)
+    pool = clients if hasattr(clients, "evaluate") else LocalClients(clients)  # a list, or a transport
     uploads = pool.setup()
     if uploads:
         server.setup(uploads)
@@ -364,7 +364,7 @@ def handshake(server, clients) -> int:
 
 def run(
     cfg: RunConfig, fed: Federation | None = None, progress: bool = False, on_round=None, on_setup=None,
-    stop_after: int | None = None,
+    stop_after: int | None = None, transport=None,
 ) -> dict:  # fmt: skip
     """Train ``cfg.method`` for ``cfg.rounds`` rounds; returns the result record (JSON-able).
 
@@ -373,7 +373,9 @@ def run(
     clients)`` once before round 1, after the setup handshake (not when resuming from a
     checkpoint), e.g. to record FeSEM's initial clustering.  ``stop_after``: train only the
     first rounds of the run ``cfg`` describes (the replay check; nothing else changes, so a
-    schedule that depends on ``cfg.rounds`` is the full run's).
+    schedule that depends on ``cfg.rounds`` is the full run's).  ``transport(clients)``: how the
+    round loop reaches the clients (default :class:`LocalClients`, in this process; Flower:
+    :func:`pflkit.flower.run_flower`).
     """
     if cfg.rounds < 1 or cfg.clients < 1 or not 0 < cfg.sample_rate <= 1 or cfg.eval_finetune_epochs < 0:
         raise PflkitError("rounds and clients must be >= 1, sample_rate in (0, 1] and eval_finetune_epochs >= 0")
@@ -383,7 +385,7 @@ def run(
     history: list[dict] = []
     trace: list[float] = []  # every round's mean training loss: the replay check's fingerprint of a run
     ledger = {"bytes_up": 0, "bytes_down": 0, "eval_bytes_down": 0}
-    pool = LocalClients(clients)
+    pool = LocalClients(clients) if transport is None else transport(clients)
     ledger["bytes_up"] += handshake(server, pool)
     timing = {"setup_s": time.perf_counter() - t0, "train_s": 0.0, "eval_s": 0.0, "checkpoint_s": 0.0}
     start = 0

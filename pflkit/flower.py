@@ -1,0 +1,221 @@
+"""Every kit method on Flower (issue 15): the same round loop, with the clients in Flower
+ClientApps and the server in a ServerApp.
+
+The in-process engine reaches its clients through four calls (:class:`pflkit.engine.LocalClients`:
+setup, request, train, evaluate).  :class:`FlowerClients` makes the same four calls through a
+Flower ``Grid``: each becomes one Flower message per client, of type
+
+    query.whoami   which client (partition) a node holds          (once, to route the others)
+    query.setup    the client's setup message, if it has one      (once, before round 1)
+    train.request  the first step of a two-step round             (FedMN, KT-pFL)
+    train          the round's training
+    evaluate       the counts the server's metrics are made of
+
+On the node, :data:`client_app` builds the run's clients once per process (:func:`pflkit.engine.build`,
+so a client starts from the same initialisation as in-process) and answers with
+:class:`~pflkit.engine.LocalClients`, the in-process code itself.  A kit message (a dict of tensors)
+travels as one ``torch.save`` blob in a ``ConfigRecord``; the ledger counts the tensors' bytes, as
+in-process, not Flower's framing.  The server side is the kit's server object, unchanged: it sees
+only what the messages carry.
+
+Simulation (one machine): :func:`run_flower`.  Clients keep their state between rounds in the
+process that built them, so the simulation runs the ClientApps in one Ray actor (Flower's
+``client_resources``), which serves every node in turn.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import torch
+
+from .engine import LocalClients, RunConfig, build, run
+from .errors import PflkitError
+
+try:
+    from flwr.app import ConfigRecord, Context, Message, RecordDict
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp import Grid, ServerApp
+except ImportError:  # pragma: no cover - the extra is not installed
+    ClientApp = ServerApp = None
+
+KEY = "pflkit"  # the one record of every message
+
+
+# ----------------------------------------------------------------------------- on the wire
+
+
+def pack(obj) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def unpack(blob: bytes):
+    return torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
+
+
+def content(cfg_json: str, cid: int, payload=None) -> RecordDict:
+    return RecordDict({KEY: ConfigRecord({"config": cfg_json, "cid": int(cid), "payload": pack(payload)})})
+
+
+def read(message: Message) -> tuple[str, int, object]:
+    rec = message.content[KEY]
+    return rec["config"], int(rec["cid"]), unpack(rec["payload"])
+
+
+def config_from_json(cfg_json: str) -> RunConfig:
+    from .replay import config_of
+
+    return config_of({"config": json.loads(cfg_json)})
+
+
+def _plain(counts: dict) -> dict:
+    """``evaluate``'s counts with tensors for arrays (what ``weights_only`` loading accepts)."""
+    return {k: torch.as_tensor(v) if isinstance(v, np.ndarray) else v for k, v in counts.items()}
+
+
+def _numpy(counts: dict) -> dict:
+    return {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in counts.items()}
+
+
+# ----------------------------------------------------------------------------- the node
+
+
+_BUILT: dict[str, list] = {}  # the run's clients as this process built them (one run at a time)
+
+
+def local_clients(cfg_json: str) -> LocalClients:
+    if cfg_json not in _BUILT:
+        _BUILT.clear()
+        cfg = config_from_json(cfg_json)
+        _, _, _, clients = build(cfg)
+        _BUILT[cfg_json] = clients
+    return LocalClients(_BUILT[cfg_json])
+
+
+def node_client(message: Message, context: Context) -> tuple[LocalClients, int, object]:
+    cfg_json, cid, payload = read(message)
+    mine = context.node_config.get("partition-id")
+    if mine is not None and int(mine) != cid:
+        raise PflkitError(f"node holding client {mine} was sent client {cid}'s message")
+    return local_clients(cfg_json), cid, payload
+
+
+if ClientApp is not None:
+    client_app = ClientApp()
+
+    def _reply(message: Message, cid: int, payload) -> Message:
+        cfg_json = message.content[KEY]["config"]
+        return Message(content(cfg_json, cid, payload), reply_to=message)
+
+    @client_app.query("whoami")
+    def _whoami(message: Message, context: Context) -> Message:
+        return _reply(message, int(context.node_config["partition-id"]), None)
+
+    @client_app.query("setup")
+    def _setup(message: Message, context: Context) -> Message:
+        pool, cid, _ = node_client(message, context)
+        return _reply(message, cid, pool.clients[cid].setup_message())
+
+    @client_app.train("request")
+    def _request(message: Message, context: Context) -> Message:
+        pool, cid, (msg, seeds, rnd) = node_client(message, context)
+        return _reply(message, cid, pool.request({cid: (msg, seeds)}, rnd)[cid])
+
+    @client_app.train()
+    def _train(message: Message, context: Context) -> Message:
+        pool, cid, (msg, seeds, rnd) = node_client(message, context)
+        return _reply(message, cid, pool.train({cid: (msg, seeds)}, rnd)[cid])
+
+    @client_app.evaluate()
+    def _evaluate(message: Message, context: Context) -> Message:
+        pool, cid, call = node_client(message, context)
+        counts = pool.evaluate({cid: call})[cid]
+        return _reply(message, cid, {split: _plain(c) for split, c in counts.items()})
+
+
+# ----------------------------------------------------------------------------- the server
+
+
+class FlowerClients:
+    """The transport the round loop uses on a ServerApp: the four calls of
+    :class:`~pflkit.engine.LocalClients`, each sent as Flower messages to the nodes that hold the
+    clients."""
+
+    def __init__(self, grid: Grid, cfg: RunConfig, n_clients: int):
+        self.grid, self.cfg_json, self.n = grid, json.dumps(cfg.to_dict(), sort_keys=True), n_clients
+        nodes = list(grid.get_node_ids())
+        if len(nodes) < n_clients:
+            raise PflkitError(f"{n_clients} clients need as many Flower nodes; {len(nodes)} are connected")
+        whoami = self._send("query.whoami", {nid: None for nid in nodes}, route=False)
+        self.node_of = {cid: nid for nid, (cid, _) in whoami.items()}
+        missing = sorted(set(range(n_clients)) - set(self.node_of))
+        if missing:
+            raise PflkitError(f"no Flower node holds client(s) {missing}")
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _send(self, kind: str, calls: dict, route: bool = True) -> dict:
+        """One message per entry of ``calls`` ({cid: payload}, or {node: payload} when not
+        ``route``); the replies as {cid: payload} (or {node: (cid, payload)})."""
+        messages = [
+            Message(content(self.cfg_json, key if route else -1, payload),
+                    dst_node_id=self.node_of[key] if route else key, message_type=kind)
+            for key, payload in calls.items()
+        ]  # fmt: skip
+        out = {}
+        for reply in self.grid.send_and_receive(messages):
+            if reply.has_error():
+                raise PflkitError(f"a Flower node failed on {kind}: {reply.error.reason}")
+            _, cid, payload = read(reply)
+            out[reply.metadata.src_node_id if not route else cid] = (cid, payload) if not route else payload
+        if len(out) != len(messages):
+            raise PflkitError(f"{len(messages) - len(out)} Flower node(s) did not answer {kind}")
+        return out
+
+    def setup(self) -> dict:
+        replies = self._send("query.setup", {cid: None for cid in range(self.n)})
+        return {cid: m for cid, m in sorted(replies.items()) if m is not None}
+
+    def request(self, calls: dict, rnd: int) -> dict:
+        return self._send("train.request", {cid: (m, seeds, rnd) for cid, (m, seeds) in calls.items()})
+
+    def train(self, calls: dict, rnd: int) -> dict:
+        replies = self._send("train", {cid: (m, seeds, rnd) for cid, (m, seeds) in calls.items()})
+        return {cid: replies[cid] for cid in calls}  # the order the server asked in
+
+    def evaluate(self, calls: dict) -> dict:
+        replies = self._send("evaluate", calls)
+        return {cid: {split: _numpy(c) for split, c in replies[cid].items()} for cid in calls}
+
+
+def run_flower(cfg: RunConfig | list[RunConfig], backend_config: dict | None = None, **run_kwargs):
+    """``cfg`` on Flower's simulation runtime: one ServerApp running the kit's round loop, one
+    virtual node per client.  Returns the same result record as :func:`pflkit.engine.run`; given a
+    list of configs, runs them one after another in one simulation (one Ray start) and returns
+    the list of records."""
+    if ServerApp is None:
+        raise PflkitError('Flower is not installed: pip install -e ".[flower]"')
+    cfgs = cfg if isinstance(cfg, list) else [cfg]
+    if any(c.checkpoint for c in cfgs):
+        raise PflkitError("checkpoints are not supported on the Flower engine yet")
+    from flwr.simulation import run_simulation
+
+    results: list[dict] = []
+    server_app = ServerApp()
+
+    @server_app.main()
+    def _main(grid: Grid, context: Context) -> None:
+        for c in cfgs:
+            results.append(run(c, transport=lambda clients, c=c: FlowerClients(grid, c, len(clients)), **run_kwargs))
+
+    threads = torch.get_num_threads()  # one actor with this process's threads serves every node in turn
+    backend = backend_config or {"client_resources": {"num_cpus": threads, "num_gpus": 0.0}}
+    run_simulation(server_app, client_app, num_supernodes=max(c.clients for c in cfgs), backend_config=backend)
+    if len(results) != len(cfgs):
+        raise PflkitError("the Flower run ended without a result (see Flower's log above)")
+    return results if isinstance(cfg, list) else results[0]
