@@ -269,18 +269,17 @@ class LocalClients:
 
     def request(self, calls: dict, rnd: int) -> dict[int, Message]:
         """First step of a two-step round; ``calls``: {cid: (message, (seed, generator seed))}."""
-        out = {}
-        for cid, (msg, (seed, gen_seed)) in calls.items():
-            with own_randomness(self.clients[cid], seed, gen_seed):
-                out[cid] = self.clients[cid].request(msg, rnd)
-        return out
+        return self._each(calls, lambda client, msg: client.request(msg, rnd))
 
     def train(self, calls: dict, rnd: int) -> dict[int, Message]:
         """The round's training; ``calls``: {cid: (message, (seed, generator seed or None))}."""
+        return self._each(calls, lambda client, msg: client.train_round(msg, rnd))
+
+    def _each(self, calls: dict, step) -> dict[int, Message]:
         out = {}
         for cid, (msg, (seed, gen_seed)) in calls.items():
             with own_randomness(self.clients[cid], seed, gen_seed):
-                out[cid] = self.clients[cid].train_round(msg, rnd)
+                out[cid] = step(self.clients[cid], msg)
         return out
 
     def evaluate(self, calls: dict) -> dict[int, dict]:
