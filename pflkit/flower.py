@@ -19,8 +19,8 @@ in-process, not Flower's framing.  The server side is the kit's server object, u
 only what the messages carry.
 
 Simulation (one machine): :func:`run_flower`.  Clients keep their state between rounds in the
-process that built them, so the simulation runs the ClientApps in one Ray actor (Flower's
-``client_resources``), which serves every node in turn.
+process that built them, so the simulation runs the ClientApps in one Ray actor (a Ray cluster of
+one CPU slot), which serves every node in turn, with the server's torch thread count.
 """
 
 from __future__ import annotations
@@ -58,7 +58,10 @@ def unpack(blob: bytes):
 
 
 def content(cfg_json: str, cid: int, payload=None) -> RecordDict:
-    return RecordDict({KEY: ConfigRecord({"config": cfg_json, "cid": int(cid), "payload": pack(payload)})})
+    """A kit message.  It carries the sender's torch thread count: float sums depend on it, so a
+    node computes with the server's (Ray's own default for an actor is not guaranteed to match)."""
+    record = {"config": cfg_json, "cid": int(cid), "threads": torch.get_num_threads(), "payload": pack(payload)}
+    return RecordDict({KEY: ConfigRecord(record)})
 
 
 def read(message: Message) -> tuple[str, int, object]:
@@ -98,6 +101,9 @@ def local_clients(cfg_json: str) -> LocalClients:
 
 def node_client(message: Message, context: Context) -> tuple[LocalClients, int, object]:
     cfg_json, cid, payload = read(message)
+    threads = int(message.content[KEY]["threads"])
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
     mine = context.node_config.get("partition-id")
     if mine is not None and int(mine) != cid:
         raise PflkitError(f"node holding client {mine} was sent client {cid}'s message")
@@ -213,8 +219,9 @@ def run_flower(cfg: RunConfig | list[RunConfig], backend_config: dict | None = N
         for c in cfgs:
             results.append(run(c, transport=lambda clients, c=c: FlowerClients(grid, c, len(clients)), **run_kwargs))
 
-    threads = torch.get_num_threads()  # one actor with this process's threads serves every node in turn
-    backend = backend_config or {"client_resources": {"num_cpus": threads, "num_gpus": 0.0}}
+    # one Ray actor serves every node in turn (a Ray cluster of one CPU slot); it computes with
+    # this process's torch threads, which every message carries (see content)
+    backend = backend_config or {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 1}}
     run_simulation(server_app, client_app, num_supernodes=max(c.clients for c in cfgs), backend_config=backend)
     if len(results) != len(cfgs):
         raise PflkitError("the Flower run ended without a result (see Flower's log above)")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import pytest
+import torch
 
 from pflkit.data import load_dataset
 from pflkit.engine import Federation, RunConfig, hold_out_public, pick_device, run
@@ -37,6 +39,18 @@ def tiny_fed(digits):
         return Federation(ds, part, pick_device(cfg.device), public)
 
     return make
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Torch at ``n`` threads inside the block, restored after.  Bit-for-bit comparisons run with
+    one, as the store's runs do: float sums depend on the thread count."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def strip(result: dict) -> list[dict]:

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from pflkit import experiments as ex
 from pflkit.engine import run
 from pflkit.errors import PflkitError
-from tests.conftest import Killed, strip, tiny_config
+from tests.conftest import Killed, strip, tiny_config, torch_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,12 +123,8 @@ def test_sweep_reuses_the_store(tmp_path):
 def test_sweep_numbers_equal_a_plain_run(tmp_path, tiny_fed):
     res = ex.sweep(arms(), [1], tmp_path, workers=1, progress=False)
     cfg = dataclasses.replace(tiny_config(rounds=2), method="fedavg", seed=1)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)  # the sweep's worker ran with one thread; float sums differ with two on some CPUs
-    try:
+    with torch_threads(1):  # the sweep's worker ran with one thread; float sums differ with two on some CPUs
         plain = run(cfg, tiny_fed(cfg))
-    finally:
-        torch.set_num_threads(previous)
     assert strip(res["FedAvg", 1]) == strip(plain)
 
 
