@@ -193,6 +193,22 @@ class Client:
         for name in self.persistent:
             getattr(self, name).load_state_dict(state[name])
 
+    # a node of a deployed federation (pflkit.flower) may answer every message in a new process
+    round_state: tuple[str, ...] = ()  # attributes a two-step round keeps from the request to the training
+
+    def node_state(self) -> dict:
+        """All this client carries from one message to the next: its checkpoint state, its
+        generator (the training of a two-step round draws on from the request) and ``round_state``."""
+        state = {"persistent": self.state_dict(), "generator": self.generator.get_state()}
+        return state | {name: getattr(self, name) for name in self.round_state if hasattr(self, name)}
+
+    def load_node_state(self, state: dict) -> None:
+        self.load_state_dict(state["persistent"])
+        self.generator.set_state(state["generator"])
+        for name in self.round_state:
+            if name in state:
+                setattr(self, name, state[name])
+
     # shared mechanics -------------------------------------------------------------------
     def scratch_model(self) -> nn.Module:
         """A spare copy of the client's architecture, made once and reused (e.g. for the

@@ -31,7 +31,7 @@ import json
 import numpy as np
 import torch
 
-from .engine import LocalClients, RunConfig, build, run
+from .engine import Federation, LocalClients, RunConfig, build, run
 from .errors import PflkitError
 
 try:
@@ -87,19 +87,18 @@ def _numpy(counts: dict) -> dict:
 # ----------------------------------------------------------------------------- the node
 
 
-_BUILT: dict[str, list] = {}  # the run's clients as this process built them (one run at a time)
-
-
-def local_clients(cfg_json: str) -> LocalClients:
-    if cfg_json not in _BUILT:
-        _BUILT.clear()
-        cfg = config_from_json(cfg_json)
-        _, _, _, clients = build(cfg)
-        _BUILT[cfg_json] = clients
-    return LocalClients(_BUILT[cfg_json])
+_FED: dict[str, object] = {}  # the run's data as this process loaded it (one run at a time)
+STATE = "pflkit.client"  # the node's record in its Flower context: its client's state
 
 
 def node_client(message: Message, context: Context) -> tuple[LocalClients, int, object]:
+    """The client a message is for, as its node last left it.
+
+    A deployed SuperNode answers every message in a new ClientApp process, so a node keeps its
+    client only in its Flower ``context.state`` (:meth:`~pflkit.federated.Client.node_state`):
+    the client is built afresh (the same initialisation as in-process) and that state loaded.  The
+    simulation does the same, so it checks what a deployment relies on.  The data are loaded once
+    per process."""
     cfg_json, cid, payload = read(message)
     threads = int(message.content[KEY]["threads"])
     if torch.get_num_threads() != threads:
@@ -107,7 +106,20 @@ def node_client(message: Message, context: Context) -> tuple[LocalClients, int, 
     mine = context.node_config.get("partition-id")
     if mine is not None and int(mine) != cid:
         raise PflkitError(f"node holding client {mine} was sent client {cid}'s message")
-    return local_clients(cfg_json), cid, payload
+    if cfg_json not in _FED:
+        _FED.clear()
+        _FED[cfg_json] = Federation.from_config(config_from_json(cfg_json))
+    _, _, _, clients = build(config_from_json(cfg_json), _FED[cfg_json])
+    kept = context.state.get(STATE)
+    if kept is not None and kept["config"] == cfg_json:  # a node's context outlives one kit run
+        clients[cid].load_node_state(unpack(kept["state"]))
+    return LocalClients(clients), cid, payload
+
+
+def keep(message: Message, pool: LocalClients, cid: int, context: Context) -> None:
+    """Store the node's client in its context, for its next message."""
+    cfg_json = message.content[KEY]["config"]
+    context.state[STATE] = ConfigRecord({"config": cfg_json, "state": pack(pool.clients[cid].node_state())})
 
 
 if ClientApp is not None:
@@ -124,22 +136,29 @@ if ClientApp is not None:
     @client_app.query("setup")
     def _setup(message: Message, context: Context) -> Message:
         pool, cid, _ = node_client(message, context)
-        return _reply(message, cid, pool.clients[cid].setup_message())
+        reply = pool.clients[cid].setup_message()
+        keep(message, pool, cid, context)
+        return _reply(message, cid, reply)
 
     @client_app.train("request")
     def _request(message: Message, context: Context) -> Message:
         pool, cid, (msg, seeds, rnd) = node_client(message, context)
-        return _reply(message, cid, pool.request({cid: (msg, seeds)}, rnd)[cid])
+        reply = pool.request({cid: (msg, seeds)}, rnd)[cid]
+        keep(message, pool, cid, context)
+        return _reply(message, cid, reply)
 
     @client_app.train()
     def _train(message: Message, context: Context) -> Message:
         pool, cid, (msg, seeds, rnd) = node_client(message, context)
-        return _reply(message, cid, pool.train({cid: (msg, seeds)}, rnd)[cid])
+        reply = pool.train({cid: (msg, seeds)}, rnd)[cid]
+        keep(message, pool, cid, context)
+        return _reply(message, cid, reply)
 
     @client_app.evaluate()
     def _evaluate(message: Message, context: Context) -> Message:
         pool, cid, call = node_client(message, context)
         counts = pool.evaluate({cid: call})[cid]
+        keep(message, pool, cid, context)  # evaluating may change a client (e.g. load the server's model)
         return _reply(message, cid, {split: _plain(c) for split, c in counts.items()})
 
 

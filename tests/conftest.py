@@ -18,6 +18,10 @@ def digits():
     return load_dataset("digits")
 
 
+# KT-pFL, its distillation baselines and FedDF learn from a public unlabeled set held out of the data
+PUBLIC = {"ktpfl", "fedmd", "sim-pfd", "topk-pfd", "feddf", "pfeddf"}
+
+
 def tiny_config(**kw) -> RunConfig:
     """A small, fast problem: 4 clients on digits, an MLP, a few local steps."""
     base = dict(

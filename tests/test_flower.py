@@ -8,20 +8,23 @@ import dataclasses
 import pytest
 
 from pflkit.engine import run
-from tests.conftest import strip, tiny_config, torch_threads
+from pflkit.methods import METHODS as REGISTRY
+from tests.conftest import PUBLIC, strip, tiny_config, torch_threads
 
 flower = pytest.importorskip("pflkit.flower")
 pytest.importorskip("flwr.simulation")
 
-# one of each protocol feature: plain averaging, server-side state (the hypernetwork, α, centres,
-# the coefficient matrix), a setup message (FeSEM), two-step rounds (FedMN, KT-pFL), a public set,
-# personal state kept on the client between rounds (Ditto, FedPer), client-side dropout (FedMN)
-METHODS = ["fedavg", "pfedhn", "pfedmb", "fesem", "fedmn", "ktpfl", "ditto", "fedper"]
+# every kit method: plain averaging, server-side state (the hypernetwork, α, centres, the
+# coefficient matrix), setup messages (FeSEM), two-step rounds (FedMN, KT-pFL), a public set,
+# personal state kept on the client between rounds (Ditto, FedPer), client-side dropout (FedMN).
+# A node builds its client afresh for every message and loads what its last message left in the
+# Flower context, as a deployed SuperNode must: equality checks that node_state is complete.
+METHODS = sorted(REGISTRY)
 
 
 def cfg_for(method):
     cfg = tiny_config(method=method, rounds=2, eval_every=1)
-    if method == "ktpfl":
+    if method in PUBLIC:
         cfg = dataclasses.replace(cfg, public_images=200)
     if method == "fedmn":
         cfg = dataclasses.replace(cfg, options={"arch": "2,2,2", "hidden": 16, "pretrain_fraction": 0.5})

@@ -6,7 +6,7 @@ import torch
 from pflkit.engine import build, run
 from pflkit.federated import snapshot
 from pflkit.methods import METHODS
-from tests.conftest import tiny_config
+from tests.conftest import PUBLIC, tiny_config
 
 # Options for the 4-round tiny problem where a method's defaults are the paper's, tuned for
 # thousands of rounds (pFedHN: SGD at 1e-2 on the hypernetwork needs ~25 rounds here).
@@ -17,8 +17,6 @@ TINY_OPTIONS = {"pfedhn": {"hn_optimizer": "adam", "hn_lr": 1e-3}}
 TINY_ROUNDS = {"fedsgd": 32, "feddist": 6, "fedem": 8}  # FedEM: its mixture weights specialise over rounds
 # FedMN (issue 13, in progress) does not learn this problem yet: its routed network stays near chance
 # (measured: 0.1-0.4 after 8 rounds). strict: the day it learns, this test says so.
-# KT-pFL, its distillation baselines and FedDF learn from a public unlabeled set held out of the data
-PUBLIC = {"ktpfl", "fedmd", "sim-pfd", "topk-pfd", "feddf", "pfeddf"}
 NOT_YET = {
     "fedmn": "FedMN does not learn the tiny problem yet (issue 13)",
     # FedDF's one global model, distilled on the server towards the ensemble of 3-class specialists, stays near

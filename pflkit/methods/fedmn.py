@@ -316,6 +316,8 @@ class FedMNServer(Server):
 
 
 class FedMNClient(Client):
+    round_state = ("decision",)
+
     def __init__(self, cid, data, model, cfg, opts):
         super().__init__(cid, data, model, cfg, opts)
         self.model = build_net(model, cfg, opts)

@@ -188,6 +188,8 @@ class KTpFLServer(Server):
 
 
 class KTpFLClient(Client):
+    round_state = ("_loss", "_batch")  # the private epochs' loss and the round's public batch
+
     def request(self, message, rnd):
         """Private training (eq. 5), then the soft predictions on this round's public batch."""
         self._loss = self.sgd()  # E epochs (local_epochs / local_steps) on the private data
