@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--engine", choices=("inprocess", "flower"), default="inprocess",
         help="inprocess (default) or flower: Flower's simulation runtime, one virtual node per client",
     )  # fmt: skip
+    r.add_argument(
+        "--superlink", default=None, metavar="HOST:PORT",
+        help="with --engine flower: submit to this running Flower SuperLink, whose SuperNodes hold one "
+        "client each (--node-config partition-id=CID); the ServerApp writes the result to --out, a path "
+        "on the SuperLink's machine",
+    )  # fmt: skip
 
     sw = sub.add_parser("sweep", help="run methods over seeds into a result store; print mean ± 95 % CI")
     sw.add_argument("method", help="method or comma-separated methods")
@@ -321,11 +327,20 @@ def cmd_run(args, extra: list[str]) -> None:
     from .methods import get_method
 
     cfg = _config(args, args.method, _method_options(get_method(args.method), extra))
+    if args.superlink and args.engine != "flower":
+        raise PflkitError("--superlink goes with --engine flower")
     if args.engine == "flower":
-        from .flower import run_flower
+        from .flower import run_deployed, run_flower
 
         Federation.from_config(cfg, download=args.download)  # the data are there before the nodes start
-        result = run_flower(cfg)
+        if args.superlink:
+            out = str(Path(args.out or f"{cfg.method}-flower.json").resolve())
+            result = run_deployed(cfg, args.superlink, out)
+            if result is None:
+                print(f"the run finished; its result is at {out} on the SuperLink's machine")
+                return
+        else:
+            result = run_flower(cfg)
     else:
         result = run(cfg, Federation.from_config(cfg, download=args.download), progress=not args.no_progress)
     f = result["final"]

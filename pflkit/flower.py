@@ -25,8 +25,14 @@ one CPU slot), which serves every node in turn, with the server's torch thread c
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
+import re
+import signal
+import socket
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -216,6 +222,127 @@ class FlowerClients:
     def evaluate(self, calls: dict) -> dict:
         replies = self._send("evaluate", calls)
         return {cid: {split: _numpy(c) for split, c in replies[cid].items()} for cid in calls}
+
+
+# ----------------------------------------------------------------------------- a deployment
+
+APP_DIR = Path(__file__).resolve().parent / "flower_app"  # the Flower App `flwr run` ships (its pyproject.toml)
+
+if ServerApp is not None:
+    server_app = ServerApp()  # a deployment's ServerApp: the run its run config names (run_deployed)
+
+    @server_app.main()
+    def _deployed(grid: Grid, context: Context) -> None:
+        rc = context.run_config
+        cfg = config_from_json(bytes.fromhex(str(rc["config"])).decode())
+        torch.set_num_threads(int(rc["threads"]))  # the nodes compute with it too (see content)
+        result = run(cfg, transport=lambda clients: FlowerClients(grid, cfg, len(clients)))
+        out = Path(str(rc["out"]))
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(result))
+        os.replace(tmp, out)  # whole or absent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def local_federation(n_clients: int, log_dir: str | Path):
+    """A Flower federation on this machine's loopback: one SuperLink and ``n_clients``
+    SuperNodes (node i holds client i), each its own process, listening on 127.0.0.1 only, all
+    ended when the block ends (also on error).  Yields the SuperLink's address for
+    :func:`run_deployed`; the processes' logs go to ``log_dir``."""
+    import subprocess
+    import sys
+    import time
+
+    bin_dir = Path(sys.executable).parent  # the SuperLink and SuperNodes start Flower's tools from PATH
+    env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "FLWR_HOME": str(log_dir)}
+    link = f"127.0.0.1:{_free_port()}"
+    commands = [["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", link.rsplit(":", 1)[1],
+                 "--disable-runtime-dependency-installation"]]  # fmt: skip
+    commands += [
+        ["flower-supernode", "--insecure", "--superlink", link, "--host", "127.0.0.1", "--port", str(_free_port()),
+         "--node-config", f"partition-id={cid}"]
+        for cid in range(n_clients)
+    ]  # fmt: skip
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    procs = []
+    try:
+        for i, cmd in enumerate(commands):
+            log = open(Path(log_dir) / f"{'superlink' if i == 0 else f'supernode-{i - 1}'}.log", "w")  # noqa: SIM115
+            procs.append(subprocess.Popen([str(bin_dir / cmd[0]), *cmd[1:]], env=env, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
+            log.close()
+            if i == 0:
+                _wait_for(link, procs[0], 60)
+        time.sleep(2)  # the nodes register with the SuperLink
+        yield link
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)  # the process group: a node's ClientApp processes too
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def _wait_for(address: str, proc, seconds: float) -> None:
+    import time
+
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise PflkitError(f"the Flower SuperLink exited at start (exit {proc.returncode}); see its log")
+        with socket.socket() as sock:
+            if sock.connect_ex((host, int(port))) == 0:
+                return
+        time.sleep(0.2)
+    raise PflkitError(f"the Flower SuperLink did not listen on {address} within {seconds:.0f} s")
+
+
+def run_deployed(cfg: RunConfig, superlink: str, out: str, threads: int | None = None, timeout: float | None = None):
+    """Submit ``cfg`` to a running Flower federation and wait for it to finish.
+
+    ``superlink``: the SuperLink's address (HOST:PORT, insecure: put TLS in front of a real
+    one).  Its SuperNodes must hold one client each (``--node-config "partition-id=CID"``, CID =
+    0 … clients − 1).  ``out``: where the ServerApp writes the result record: a path on the
+    SuperLink's machine.  Returns the record when that path is readable here (the same machine),
+    else ``None``.  ``threads``: the torch threads of the ServerApp and of every node (default:
+    this process's)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    threads = threads or torch.get_num_threads()
+    flwr = Path(sys.executable).with_name("flwr")
+    with tempfile.TemporaryDirectory() as home:  # a Flower home of this submission only
+        (Path(home) / "config.toml").write_text(
+            f'[superlink]\ndefault = "pflkit"\n\n[superlink.pflkit]\naddress = "{superlink}"\ninsecure = true\n'
+        )
+        run_config = (
+            f'config="{json.dumps(cfg.to_dict(), sort_keys=True).encode().hex()}" out="{out}" threads={threads}'
+        )
+        cmd = [str(flwr), "run", str(APP_DIR), "pflkit", "--run-config", run_config, "--stream"]
+        env = os.environ | {"FLWR_HOME": home}
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0 or "Successfully started run" not in done.stdout:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+        raise PflkitError(f"flwr run failed (exit {done.returncode}): {' / '.join(tail)}")
+    if "ServerApp raised an exception" in done.stdout:  # flwr run exits 0 then; the stream says why
+        errors = [ln for ln in done.stdout.splitlines() if re.match(r"[\w.]+(Error|Exception): ", ln)]
+        raise PflkitError(f"the Flower run failed: {errors[-1] if errors else 'see the SuperLink log'}")
+    path = Path(out)
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
 
 
 def run_flower(cfg: RunConfig | list[RunConfig], backend_config: dict | None = None, **run_kwargs):
