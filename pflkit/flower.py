@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import signal
@@ -368,7 +369,13 @@ def run_flower(cfg: RunConfig | list[RunConfig], backend_config: dict | None = N
     # one Ray actor serves every node in turn (a Ray cluster of one CPU slot); it computes with
     # this process's torch threads, which every message carries (see content)
     backend = backend_config or {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 1}}
-    run_simulation(server_app, client_app, num_supernodes=max(c.clients for c in cfgs), backend_config=backend)
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # no GPU to hide: silences Ray's notice
+    flwr_log = logging.getLogger("flwr")
+    level, flwr_log.level = flwr_log.level, logging.ERROR  # run_simulation's own deprecation notice
+    try:
+        run_simulation(server_app, client_app, num_supernodes=max(c.clients for c in cfgs), backend_config=backend)
+    finally:
+        flwr_log.setLevel(level)
     if len(results) != len(cfgs):
         raise PflkitError("the Flower run ended without a result (see Flower's log above)")
     return results if isinstance(cfg, list) else results[0]
