@@ -39,3 +39,14 @@ def test_a_failed_deployed_run_says_why_in_one_line(tmp_path):
     with flower.local_federation(2, tmp_path / "flower") as superlink:
         with pytest.raises(PflkitError, match="3 clients need as many Flower nodes; 2 are connected"):
             flower.run_deployed(tiny_config(clients=3, rounds=1), superlink, str(tmp_path / "r.json"), threads=1)
+
+
+def test_superlink_needs_the_flower_engine(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pflkit", "run", "fedavg", "--dataset", "digits", "--superlink", "127.0.0.1:9"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == ["error: --superlink goes with --engine flower"]
