@@ -282,6 +282,16 @@ class LocalClients:
                 out[cid] = step(self.clients[cid], msg)
         return out
 
+    def save(self, path: Path, rnd: int) -> list[dict] | None:
+        """At a checkpoint: the clients' states, for the server's checkpoint file (clients in this
+        process); a transport whose clients keep their own saves them there and returns ``None``."""
+        return [c.state_dict() for c in self.clients]
+
+    def load(self, states: list[dict] | None, path: Path, rnd: int) -> None:
+        """On resuming: the clients' states as :meth:`save` left them."""
+        for c, s in zip(self.clients, states):
+            c.load_state_dict(s)
+
     def evaluate(self, calls: dict) -> dict[int, dict]:
         """{cid: (eval message, seed)} → {cid: {"val": counts, "test": counts}} (see ``evaluate``)."""
         out = {}
@@ -390,7 +400,7 @@ def run(
     start = 0
     ckpt = Path(cfg.checkpoint) if cfg.checkpoint else None
     if ckpt is not None and ckpt.exists():
-        start, history, ledger, trace = load_checkpoint(ckpt, cfg, server, clients)
+        start, history, ledger, trace = load_checkpoint(ckpt, cfg, server, pool)
     if on_setup is not None and start == 0:
         on_setup(server, clients)
 
@@ -449,7 +459,7 @@ def run(
         # checkpoints follow evaluations (a resumed run repeats < eval_every rounds), but not the last
         # round: a run killed before its record was stored redoes its last stretch, probes included
         if ckpt is not None and evaluated and rnd + 1 < cfg.rounds:
-            save_checkpoint(ckpt, cfg, rnd + 1, history, ledger, server, clients, trace)
+            save_checkpoint(ckpt, cfg, rnd + 1, history, ledger, server, pool, trace)
             timing["checkpoint_s"] += time.perf_counter() - t_ckpt
 
     if not history:  # stopped (stop_after) before the first evaluation
@@ -532,7 +542,9 @@ def _ckpt_key(cfg: RunConfig) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def save_checkpoint(path: Path, cfg, rnd, history, ledger, server, clients, trace=()) -> None:
+def save_checkpoint(path: Path, cfg, rnd, history, ledger, server, pool, trace=()) -> None:
+    """The server's state and the run so far, with the clients' states where ``pool`` (the
+    transport) returns them; clients that keep their own (Flower nodes) have saved theirs first."""
     state = {
         "config": _ckpt_key(cfg),
         "round": rnd,
@@ -540,7 +552,7 @@ def save_checkpoint(path: Path, cfg, rnd, history, ledger, server, clients, trac
         "trace": json.dumps(list(trace)),
         "ledger": ledger,
         "server": server.state_dict(),
-        "clients": [c.state_dict() for c in clients],
+        "clients": pool.save(path, rnd),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -548,9 +560,9 @@ def save_checkpoint(path: Path, cfg, rnd, history, ledger, server, clients, trac
     os.replace(tmp, path)  # atomic: a kill leaves the previous checkpoint intact
 
 
-def load_checkpoint(path: Path, cfg, server, clients):
+def load_checkpoint(path: Path, cfg, server, pool):
     try:
-        state = torch.load(path, map_location=clients[0].data.train_idx.device, weights_only=True)
+        state = torch.load(path, map_location=pick_device(cfg.device), weights_only=True)
         state["config"], state["round"], state["history"], state["ledger"]  # noqa: B018
     except Exception as err:  # truncated, half-written, or not a checkpoint at all
         raise PflkitError(
@@ -561,8 +573,7 @@ def load_checkpoint(path: Path, cfg, server, clients):
             f"checkpoint {path} was written by a different configuration; delete it or change --checkpoint"
         )
     server.load_state_dict(state["server"])
-    for c, s in zip(clients, state["clients"]):
-        c.load_state_dict(s)
+    pool.load(state["clients"], path, state["round"])
     trace = json.loads(state.get("trace", "[]"))
     trace = [float("nan")] * (state["round"] - len(trace)) + trace  # checkpoints older than the trace
     return state["round"], json.loads(state["history"]), dict(state["ledger"]), trace

@@ -10,13 +10,15 @@ Flower ``Grid``: each becomes one Flower message per client, of type
     train.request  the first step of a two-step round             (FedMN, KT-pFL)
     train          the round's training
     evaluate       the counts the server's metrics are made of
+    query.save     at a checkpoint: the node saves its client on its own disk
+    query.load     on resuming: the node loads it back
 
 On the node, :data:`client_app` builds the run's clients once per process (:func:`pflkit.engine.build`,
 so a client starts from the same initialisation as in-process) and answers with
 :class:`~pflkit.engine.LocalClients`, the in-process code itself.  A kit message (a dict of tensors)
 travels as one ``torch.save`` blob in a ``ConfigRecord``; the ledger counts the tensors' bytes, as
 in-process, not Flower's framing.  The server side is the kit's server object, unchanged: it sees
-only what the messages carry.
+only what the messages carry.  Deployment: :func:`run_deployed`, :func:`local_federation`.
 
 Simulation (one machine): :func:`run_flower`.  Clients keep their state between rounds in the
 process that built them, so the simulation runs the ClientApps in one Ray actor (a Ray cluster of
@@ -123,6 +125,17 @@ def node_client(message: Message, context: Context) -> tuple[LocalClients, int, 
     return LocalClients(clients), cid, payload
 
 
+def node_file(context: Context, checkpoint: str, cid: int, rnd: int) -> Path:
+    """Where a node keeps its client's state at a checkpoint: its ``state-dir`` (``--node-config
+    'partition-id=CID state-dir="DIR"'``), else beside the server's checkpoint (one machine)."""
+    folder = context.node_config.get("state-dir") or f"{checkpoint}.nodes"
+    return Path(str(folder)) / f"{Path(checkpoint).name}-client{cid}-round{rnd}.pt"
+
+
+def _round_of(f: Path) -> int:
+    return int(f.stem.rsplit("-round", 1)[1])
+
+
 def keep(message: Message, pool: LocalClients, cid: int, context: Context) -> None:
     """Store the node's client in its context, for its next message."""
     cfg_json = message.content[KEY]["config"]
@@ -160,6 +173,32 @@ if ClientApp is not None:
         reply = pool.train({cid: (msg, seeds)}, rnd)[cid]
         keep(message, pool, cid, context)
         return _reply(message, cid, reply)
+
+    @client_app.query("save")
+    def _save(message: Message, context: Context) -> Message:
+        """A checkpoint: the node writes its client's state to its own disk (the server never sees it)."""
+        pool, cid, (path, rnd) = node_client(message, context)
+        f = node_file(context, path, cid, rnd)
+        f.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(
+            {"config": message.content[KEY]["config"], "state": pool.clients[cid].node_state()}, f.with_suffix(".tmp")
+        )
+        os.replace(f.with_suffix(".tmp"), f)
+        for old in sorted(f.parent.glob(f"{f.name.rsplit('-round', 1)[0]}-round*.pt"), key=_round_of)[:-2]:
+            old.unlink()  # the last two: the server's checkpoint is written after every node saved
+        return _reply(message, cid, None)
+
+    @client_app.query("load")
+    def _load(message: Message, context: Context) -> Message:
+        """Resuming: the client's state as the node saved it at the checkpoint's round."""
+        pool, cid, (path, rnd) = node_client(message, context)
+        f = node_file(context, path, cid, rnd)
+        saved = torch.load(f, weights_only=True) if f.exists() else None
+        if saved is None or saved["config"] != message.content[KEY]["config"]:
+            raise PflkitError(f"the node of client {cid} has no state of this run at round {rnd} ({f})")
+        pool.clients[cid].load_node_state(saved["state"])
+        keep(message, pool, cid, context)
+        return _reply(message, cid, None)
 
     @client_app.evaluate()
     def _evaluate(message: Message, context: Context) -> Message:
@@ -219,6 +258,13 @@ class FlowerClients:
     def train(self, calls: dict, rnd: int) -> dict:
         replies = self._send("train", {cid: (m, seeds, rnd) for cid, (m, seeds) in calls.items()})
         return {cid: replies[cid] for cid in calls}  # the order the server asked in
+
+    def save(self, path, rnd: int) -> None:
+        """A checkpoint: every node saves its client on its own disk; the server's file holds none."""
+        self._send("query.save", {cid: (str(path), rnd) for cid in range(self.n)})
+
+    def load(self, states, path, rnd: int) -> None:
+        self._send("query.load", {cid: (str(path), rnd) for cid in range(self.n)})
 
     def evaluate(self, calls: dict) -> dict:
         replies = self._send("evaluate", calls)
@@ -354,8 +400,6 @@ def run_flower(cfg: RunConfig | list[RunConfig], backend_config: dict | None = N
     if ServerApp is None:
         raise PflkitError('Flower is not installed: pip install -e ".[flower]"')
     cfgs = cfg if isinstance(cfg, list) else [cfg]
-    if any(c.checkpoint for c in cfgs):
-        raise PflkitError("checkpoints are not supported on the Flower engine yet")
     from flwr.simulation import run_simulation
 
     results: list[dict] = []

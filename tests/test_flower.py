@@ -43,6 +43,16 @@ def test_flower_simulation_equals_the_in_process_engine():
         assert got["comm"] == want["comm"], cfg.method  # the ledger: the same bytes each way
 
 
-def test_flower_refuses_what_it_cannot_do_yet(tmp_path):
-    with pytest.raises(flower.PflkitError, match="checkpoints"):
-        flower.run_flower(dataclasses.replace(tiny_config(), checkpoint=str(tmp_path / "c.pt")))
+@pytest.mark.parametrize("method", ["ktpfl"])  # a two-step round, a public set, server state
+def test_a_flower_run_stopped_and_resumed_from_its_checkpoint_equals_an_uninterrupted_one(tmp_path, method):
+    """The server checkpoints its state; every node saves its client on its own disk (beside the
+    checkpoint here) and loads it back on resuming, as a restarted SuperNode would."""
+    cfg = dataclasses.replace(cfg_for(method), rounds=4, checkpoint=str(tmp_path / "ck.pt"))
+    with torch_threads(1):
+        flower.run_flower(cfg, stop_after=2)  # rounds 1-2, checkpointed after each
+        resumed = flower.run_flower(cfg)  # a new simulation: new nodes, the same disk
+        want = run(dataclasses.replace(cfg, checkpoint=None))
+    assert sorted(p.name for p in (tmp_path / "ck.pt.nodes").iterdir())[:2] == [
+        "ck.pt-client0-round2.pt", "ck.pt-client0-round3.pt"]  # fmt: skip
+    assert strip(resumed) == strip(want)
+    assert resumed["comm"] == want["comm"]
