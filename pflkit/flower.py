@@ -13,16 +13,17 @@ Flower ``Grid``: each becomes one Flower message per client, of type
     query.save     at a checkpoint: the node saves its client on its own disk
     query.load     on resuming: the node loads it back
 
-On the node, :data:`client_app` builds the run's clients once per process (:func:`pflkit.engine.build`,
-so a client starts from the same initialisation as in-process) and answers with
-:class:`~pflkit.engine.LocalClients`, the in-process code itself.  A kit message (a dict of tensors)
-travels as one ``torch.save`` blob in a ``ConfigRecord``; the ledger counts the tensors' bytes, as
-in-process, not Flower's framing.  The server side is the kit's server object, unchanged: it sees
-only what the messages carry.  Deployment: :func:`run_deployed`, :func:`local_federation`.
+On the node, :data:`client_app` builds the client a message is for (:func:`pflkit.engine.build`, so
+it starts from the same initialisation as in-process), loads what the node's last message left in
+its Flower context (:meth:`~pflkit.federated.Client.node_state`), and answers with
+:class:`~pflkit.engine.LocalClients`, the in-process code itself: a deployed SuperNode answers every
+message in a new process.  A kit message (a dict of tensors) travels as one ``torch.save`` blob in
+a ``ConfigRecord``; the ledger counts the tensors' bytes, as in-process, not Flower's framing.  The
+server side is the kit's server object, unchanged: it sees only what the messages carry.
 
-Simulation (one machine): :func:`run_flower`.  Clients keep their state between rounds in the
-process that built them, so the simulation runs the ClientApps in one Ray actor (a Ray cluster of
-one CPU slot), which serves every node in turn, with the server's torch thread count.
+Simulation (one machine, Ray): :func:`run_flower`, one Ray actor (a cluster of one CPU slot) serving
+every node in turn, with the server's torch thread count.  Deployment (a SuperLink and SuperNodes):
+:func:`run_deployed`; :func:`local_federation` starts one on this machine's loopback.
 """
 
 from __future__ import annotations
