@@ -29,6 +29,7 @@ every node in turn, with the server's torch thread count.  Deployment (a SuperLi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -82,7 +83,8 @@ def read(message: Message) -> tuple[str, int, object]:
 def config_from_json(cfg_json: str) -> RunConfig:
     from .replay import config_of
 
-    return config_of({"config": json.loads(cfg_json)})
+    d = json.loads(cfg_json)
+    return dataclasses.replace(config_of({"config": d}), checkpoint=d.get("checkpoint"))  # config_of drops it
 
 
 def _plain(counts: dict) -> dict:

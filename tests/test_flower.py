@@ -4,6 +4,7 @@ numbers and the same ledger as the in-process engine (issue 15)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -56,3 +57,9 @@ def test_a_flower_run_stopped_and_resumed_from_its_checkpoint_equals_an_uninterr
         "ck.pt-client0-round2.pt", "ck.pt-client0-round3.pt"]  # fmt: skip
     assert strip(resumed) == strip(want)
     assert resumed["comm"] == want["comm"]
+
+
+def test_a_node_and_the_deployed_server_read_the_whole_config_back():
+    """The deployed ServerApp gets the run as JSON: the checkpoint path must survive (it once did not)."""
+    cfg = dataclasses.replace(cfg_for("ktpfl"), checkpoint="/runs/ck.pt")
+    assert flower.config_from_json(json.dumps(cfg.to_dict(), sort_keys=True)) == cfg
