@@ -32,7 +32,7 @@ book: data
 # browser check of every built page.
 test: data
 	$(PY) -m ruff check .
-	PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider tests
+	PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider --durations=20 tests
 	$(PY) -m pflkit replay  # re-run the first rounds of 3 committed runs per chapter, sampled by commit
 	rm -rf $(CURDIR)/_build/store-nbval  # nbval re-executes the chapters from an empty store: it recomputes, not reads back
 	PFLBOOK_PROFILE=smoke PFLBOOK_STORE_ROOT=$(CURDIR)/_build/store-nbval $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env _build/smoke/stage/book

@@ -33,6 +33,7 @@ import itertools
 import json
 import math
 import os
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -42,8 +43,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .engine import LATER_FIELDS, Federation, RunConfig, dataset, run
-from .errors import PflkitError
+from .engine import LATER_FIELDS, Federation, RunConfig, cpu_model, dataset, git_commit, run
+from .errors import PflkitError, TrainingDiverged
 from .methods import display_name, get_method
 
 MIN_SEEDS = 3  # a verdict needs at least this many paired seeds
@@ -176,18 +177,24 @@ def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | Non
         ckpt = store.checkpoint(key)
         run_cfg = dataclasses.replace(cfg, checkpoint=str(ckpt))
         probed: dict = {}
-        on_round = on_setup = None
+        rows: list[dict] = []  # the evaluated rounds, kept should the run diverge
+        on_setup = None
         if probe is not None:
 
             def on_setup(server, clients):
                 if (out := probe(0, None, server, clients)) is not None:
                     probed["0"] = out
 
-            def on_round(rnd, row, server, clients):
-                if (out := probe(rnd, row, server, clients)) is not None:
-                    probed[str(rnd)] = out
+        def on_round(rnd, row, server, clients):
+            rows.append({k: v for k, v in row.items() if k != "per_client_acc"})
+            if probe is not None and (out := probe(rnd, row, server, clients)) is not None:
+                probed[str(rnd)] = out
 
-        record = run(run_cfg, Federation.from_config(cfg), on_round=on_round, on_setup=on_setup)
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        try:
+            record = run(run_cfg, Federation.from_config(cfg), on_round=on_round, on_setup=on_setup)
+        except TrainingDiverged as e:  # a result too: stored, so that a sweep goes on and never retries it
+            record = diverged_record(cfg, str(e), rows, time.perf_counter() - t0, time.process_time() - cpu0)
     finally:
         _set_threads(previous)
     record["config"]["checkpoint"] = None
@@ -200,6 +207,29 @@ def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | Non
     store.put(key, record)
     ckpt.unlink(missing_ok=True)
     return record
+
+
+def diverged_record(cfg: RunConfig, message: str, rows: list[dict], wall: float, cpu: float) -> dict:
+    """The record of a run whose loss became NaN or infinite: its evaluated rounds so far, NaN
+    final metrics (a choice never picks it; a verdict leaves its seeds out) and the message."""
+    nan = {m: float("nan") for m in FINAL_METRICS}
+    return {
+        "config": cfg.to_dict(),
+        "diverged": message,
+        "history": rows,
+        "final": nan | {"round": rows[-1]["round"] if rows else 0},
+        "best_by_val": nan | {"round": 0},
+        "comm": {k: rows[-1].get(k, 0) if rows else 0 for k in ("bytes_up", "bytes_down", "eval_bytes_down")},
+        "provenance": {
+            "git_commit": git_commit(),
+            "threads": torch.get_num_threads(),
+            "cpu": cpu_model(),
+            "wall_time_s": round(wall, 3),
+            "cpu_time_s": round(cpu, 3),
+            "seed": cfg.seed,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        },
+    }
 
 
 def probe_name(probe: Callable) -> str:
@@ -483,8 +513,12 @@ class SweepResult:
     def _final_rows(self) -> pd.DataFrame:
         rows = []
         for (arm, seed), r in self.records.items():
-            last = r["history"][-1]
             row = {"arm": arm, "method": r["config"]["method"], "seed": seed, "rounds": r["final"]["round"]}
+            if r.get("diverged"):  # NaN metrics: choices never pick it, verdicts leave the seed out
+                rows.append(row | {"diverged": True, "wall_s": r["provenance"]["wall_time_s"]})
+                continue
+            last = r["history"][-1]
+            row["diverged"] = False
             row |= {m: 100 * r["final"][m] for m in FINAL_METRICS}
             row |= {f"val_{m}": 100 * last[f"val_{m}"] for m in FINAL_METRICS if f"val_{m}" in last}
             row["best_val_round"] = r["best_by_val"]["round"]
@@ -559,10 +593,13 @@ class SweepResult:
             raise PflkitError(f"choices are made on validation metrics (val_...), not on {by!r}")
         arms = list(arms)
         f = self.finals()
+        f = f[f.arm.isin(arms)]
+        lost = f.groupby("arm").diverged.any()  # an arm that diverged on a seed is never chosen
+        if lost.all():
+            raise PflkitError(f"every arm diverged on some seed ({', '.join(arms)}): lower the learning rates")
         if by not in f.columns:
             raise PflkitError(f"no runs report {by}: give the clients a validation split (val_fraction > 0)")
-        means = f[f.arm.isin(arms)].groupby("arm")[by].mean()
-        return str(means.idxmax())
+        return str(f.groupby("arm")[by].mean()[~lost].idxmax())
 
 
 # ----------------------------------------------------------------------------- tables for the chapters
@@ -668,7 +705,9 @@ class Tuning:
             for i, arm in enumerate(names):
                 chosen = arm == self.chosen[label]
                 edge = chosen and len(names) > 2 and i in (0, len(names) - 1) and ", " not in arm.split(" · ", 1)[1]
-                rows.append({"method": label, "setting": arm.split(" · ", 1)[1], self.by: fmt_interval(self.result.values(arm, self.by)),
+                diverged = self.result.values(arm, "diverged").any()
+                value = "diverged" if diverged else fmt_interval(self.result.values(arm, self.by))
+                rows.append({"method": label, "setting": arm.split(" · ", 1)[1], self.by: value,
                              "chosen": "yes" if chosen else "", "at the grid's edge": "yes" if edge else ""})  # fmt: skip
         return pd.DataFrame(rows).set_index(["method", "setting"])
 

@@ -125,8 +125,9 @@ def commit_seed() -> int:
 
 
 def sample(store: Store, k: int, seed: int) -> list[str]:
-    """``k`` keys of the store, drawn with ``seed`` (all of them when it holds fewer)."""
-    keys = store.keys()
+    """``k`` keys of the store's finished runs, drawn with ``seed`` (all of them when it holds
+    fewer).  Runs that diverged are left out: their record stops where the loss became NaN."""
+    keys = [key for key in store.keys() if not store.get(key).get("diverged")]
     if len(keys) <= k:
         return keys
     return sorted(np.random.default_rng(seed).choice(keys, k, replace=False).tolist())

@@ -214,6 +214,24 @@ def test_selection_only_on_validation(tmp_path):
     assert res.select(["FedAvg", "Local"]) == best
 
 
+def test_a_diverged_run_is_stored_never_chosen_and_not_replayed(tmp_path):
+    from pflkit.replay import sample
+
+    grid = ex.grid("FedAvg", tiny_config(rounds=2), lr=[0.05, 1e12])  # 1e12: the loss becomes NaN in round 1
+    pilot = ex.tune({"FedAvg": grid}, [0, 1, 2], tmp_path, workers=1, progress=False)
+    assert pilot.config("FedAvg").lr == 0.05
+    assert pilot.table().loc[("FedAvg", "lr=1e+12"), "val_mean_acc"] == "diverged"
+    bad = pilot.result["FedAvg · lr=1e+12", 0]
+    assert "lower the learning rate" in bad["diverged"] and np.isnan(bad["final"]["mean_acc"])
+    # a verdict leaves the diverged seeds out: none is left, so it is not tested
+    assert pilot.result.compare("FedAvg · lr=0.05", "FedAvg · lr=1e+12").word == "not tested"
+    again = ex.tune({"FedAvg": grid}, [0, 1, 2], tmp_path, workers=1, progress=False)
+    assert again.result.computed == 0  # stored: never retried
+    assert len(sample(ex.Store(tmp_path), 10, 0)) == 3  # the replay check samples finished runs only
+    with pytest.raises(PflkitError, match="every arm diverged"):
+        ex.tune({"FedAvg": {"x": grid["FedAvg · lr=1e+12"]}}, [0], tmp_path, workers=1, progress=False)
+
+
 def test_claims_and_paper_tables(tmp_path):
     res = ex.sweep(arms(), [0, 1, 2], tmp_path, workers=1, progress=False)
     d = res.paired("Local", "FedAvg")

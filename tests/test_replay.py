@@ -84,7 +84,7 @@ def test_config_round_trips_and_the_sample_follows_the_seed(tmp_path):
     cfg = replay.config_of(rec)
     assert cfg == dataclasses.replace(tiny_config(rounds=3), checkpoint=None)
     keys = [f"run-{i}" for i in range(10)]
-    store_like = SimpleNamespace(keys=lambda: keys)
+    store_like = SimpleNamespace(keys=lambda: keys, get=lambda key: {"final": {}, "history": []})
     a, b = replay.sample(store_like, 3, 1), replay.sample(store_like, 3, 2)
     assert len(a) == 3 and set(a) <= set(keys) and a == replay.sample(store_like, 3, 1) and a != b
 
