@@ -192,8 +192,9 @@ class ModularNet(nn.Module):
                     new.append(None)
                     new_alive.append(False)
                     continue
-                # eq. 13 over the computed inputs; a path that is off has weight 0 here but still a
-                # gradient, (ũ_k − u_j)/Σ_k C_jk, which reaches the router through eq. 5
+                # eq. 13 over the computed inputs.  With decisions=binary a path that is off has weight 0
+                # here but still a gradient, (ũ_k − u_j)/Σ_k C_jk, which reaches the router through eq. 5
+                # (straight-through); with relaxed decisions C = v·mask, so a pruned path gets none
                 u = sum(wk * outs[k] for wk, k in zip(w, ks)) / w.sum()
                 new.append(u if last else self.block(li, j)(u))
                 new_alive.append(True)
