@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-TRAINING_DEFAULTS = {"batch_size": 50, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0}
+TRAINING_DEFAULTS = {"batch_size": 50, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0, "grad_clip": 0.0}
 
 
 def _add_run_options(r: argparse.ArgumentParser) -> None:
@@ -122,7 +122,12 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--lr", type=float, default=None, help="default: the method's, else 0.01")
     r.add_argument("--momentum", type=float, default=None, help="default: the method's, else 0.9")
     r.add_argument("--weight-decay", type=float, default=None, help="default: the method's, else 0")
-    r.add_argument("--grad-clip", type=float, default=0.0, help="clip each local step's gradient norm (0: off)")
+    r.add_argument(
+        "--grad-clip",
+        type=float,
+        default=None,
+        help="clip each local step's gradient norm (0: off); default: the method's, else 0",
+    )
     r.add_argument("--eval-every", type=int, default=1)
     r.add_argument(
         "--eval-finetune-epochs",
@@ -258,7 +263,7 @@ def _config(args, method: str, options: dict):
         classes_per_client=args.classes_per_client, shares=tuple(args.shares), alpha=args.alpha,
         label_clusters=args.label_clusters, val_fraction=args.val_fraction, train_images=args.train_images,
         test_images=args.test_images, public_images=args.public_images,
-        model=args.model, width=args.width, sample_rate=sample_rate, grad_clip=args.grad_clip,
+        model=args.model, width=args.width, sample_rate=sample_rate,
         local_epochs=args.local_epochs or prof["local_epochs"], local_steps=local_steps, **train,
         eval_every=args.eval_every, eval_finetune_epochs=args.eval_finetune_epochs, device=args.device,
         checkpoint=getattr(args, "checkpoint", None), options=options,

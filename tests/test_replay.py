@@ -113,14 +113,22 @@ def test_pfedhn_runs_with_the_authors_client_optimiser_unless_told_otherwise():
         return _config(args, args.method, {})
 
     c = cfg()
-    assert (c.lr, c.momentum, c.weight_decay, c.batch_size, c.local_steps) == (5e-3, 0.9, 5e-5, 64, 50)
+    assert (c.lr, c.momentum, c.weight_decay, c.batch_size, c.local_steps, c.grad_clip) == (5e-3, 0.9, 5e-5, 64, 50, 50)
+    assert cfg("--grad-clip", "0").grad_clip == 0.0
     assert c.sample_rate == 1 / c.clients  # Algorithm 1: one client per hypernetwork step
     assert cfg("--sample-rate", "0.5").sample_rate == 0.5
     c = cfg("--lr", "0.1", "--local-epochs", "1")
     assert (c.lr, c.batch_size, c.local_steps, c.local_epochs) == (0.1, 64, None, 1)
     args, _ = build_parser().parse_known_args(["run", "fedavg", "--dataset", "digits"])
     c = _config(args, "fedavg", {})
-    assert (c.lr, c.batch_size, c.weight_decay, c.local_steps, c.sample_rate) == (0.01, 50, 0.0, None, 1.0)
+    assert (c.lr, c.batch_size, c.weight_decay, c.local_steps, c.sample_rate, c.grad_clip) == (
+        0.01,
+        50,
+        0.0,
+        None,
+        1.0,
+        0,
+    )
 
 
 def test_run_method_help_lists_the_methods_options():

@@ -295,6 +295,7 @@ def train_novel_embedding(server: PFedHNServer, client: Client, steps: int, lr: 
 # momentum 0.9, weight decay 5e-5, batch 64, K = 50; one client per round (Algorithm 1)
 AUTHORS_TRAINING = {
     "lr": 5e-3, "momentum": 0.9, "weight_decay": 5e-5, "batch_size": 64, "local_steps": 50,
+    "grad_clip": 50.0,  # the authors' clients clip each step's gradient at this norm
     "clients_per_round": 1,  # Algorithm 1: one client per hypernetwork step
 }  # fmt: skip
 
