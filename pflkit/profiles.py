@@ -31,8 +31,8 @@ def pick(smoke, book, paper, profile: str | None = None):
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "results"  # the book profile's results, committed with the repository
-# chapters whose book runs are converged budgets, kept in the committed store; the others keep a
-# build store and reuse only runs of the same kit sources (pfedmb, fesem: until issue 12)
+# chapters whose book runs are kept in the committed store (every chapter now; a chapter left out
+# would keep a build store and reuse only runs of the same kit sources)
 COMMITTED_CHAPTERS = ("basics", "pfedhn", "pfedmb", "fesem", "fedmn", "ktpfl")
 
 
