@@ -53,7 +53,9 @@ def config_of(record: dict) -> RunConfig:
 
 
 def exact_expected(record: dict) -> bool:
-    """Identical numbers are owed only on the CPU model and torch version that made the run."""
+    """Identical numbers are owed only on the CPU (``engine.cpu_model``: name, family, model, stepping,
+    vector instructions) and torch version that made the run; runs that recorded the name alone are
+    checked within the tolerance."""
     prov = record.get("provenance", {})
     return prov.get("cpu") == cpu_model() and prov.get("torch") == torch.__version__
 

@@ -6,8 +6,10 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from pflkit import experiments as ex
@@ -177,3 +179,11 @@ def test_grad_clip_bounds_every_local_step(tiny_fed):
     assert 0 < clipped <= 3e-3 * (1 + 1e-4)  # three steps of lr × a gradient of norm ≤ 1e-3
     assert displacement(0.0) > 100 * clipped  # unclipped, the same steps move far more
     assert "grad_clip" not in ex.canonical(tiny_config(), 1)  # earlier stored runs keep their keys
+
+
+@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="no /proc/cpuinfo")
+def test_cpu_model_tells_generations_apart():
+    # a virtual machine may name every generation "AMD EPYC": the family, model and vector width decide
+    from pflkit.engine import cpu_model
+
+    assert "cpu family" in cpu_model() and "model " in cpu_model()
