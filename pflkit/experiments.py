@@ -602,6 +602,13 @@ class SweepResult:
         return str(f.groupby("arm")[by].mean()[~lost].idxmax())
 
 
+def cpu_hours(*results: SweepResult) -> tuple[int, float]:
+    """The distinct runs behind ``results`` (a run shared by two sweeps counted once, by its store
+    key) and the process CPU-hours they recorded, as measured where each ran."""
+    runs = {r.get("key", id(r)): r for res in results for r in res.records.values()}
+    return len(runs), sum(r["provenance"].get("cpu_time_s") or 0.0 for r in runs.values()) / 3600
+
+
 # ----------------------------------------------------------------------------- tables for the chapters
 
 

@@ -120,6 +120,16 @@ def test_sweep_reuses_the_store(tmp_path):
     assert rec["provenance"]["threads"] == 1 and rec["config"]["seed"] == 0
 
 
+def test_cpu_hours_counts_a_shared_run_once():
+    def rec(key, cpu):
+        return {"key": key, "provenance": {"cpu_time_s": cpu}}
+
+    a = ex.SweepResult({("A", 0): rec("k1", 1800.0), ("B", 0): rec("k2", 3600.0)}, ["A", "B"], [0])
+    b = ex.SweepResult({("A again", 0): rec("k1", 1800.0), ("C", 0): rec("k3", None)}, ["A again", "C"], [0])
+    assert ex.cpu_hours(a, b) == (3, pytest.approx(1.5))  # k1 once; a run that recorded no CPU time adds 0
+    assert ex.cpu_hours() == (0, 0.0)
+
+
 def test_sweep_numbers_equal_a_plain_run(tmp_path, tiny_fed):
     res = ex.sweep(arms(), [1], tmp_path, workers=1, progress=False)
     cfg = dataclasses.replace(tiny_config(rounds=2), method="fedavg", seed=1)
