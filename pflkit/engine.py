@@ -475,22 +475,29 @@ def cpu_model() -> str:
     virtual machine may report only "AMD EPYC" for generations whose kernels round differently
     (measured: a run stored on one "AMD EPYC" replayed 1.6e-5 apart in its first loss on another)."""
     try:
-        info = {}
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key in ("model name", "cpu family", "model", "stepping", "flags") and key not in info:
-                info[key] = value.strip()
-            if not line.strip() and info:
-                break  # the first processor is enough
-        if "model name" in info:
-            flags = set(info.get("flags", "").split())
-            isa = next((f for f in ("avx512f", "avx2", "avx") if f in flags), "no avx")
-            ident = ", ".join(f"{k} {info[k]}" for k in ("cpu family", "model", "stepping") if k in info)
-            return f"{info['model name']} ({ident}, {isa})"
+        ident = cpu_identity(Path("/proc/cpuinfo").read_text())
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        ident = None
+    return ident or platform.processor() or platform.machine()
+
+
+def cpu_identity(cpuinfo: str) -> str | None:
+    """``cpu_model``'s string from the text of /proc/cpuinfo (its first processor), or None
+    where it names no model."""
+    info = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "cpu family", "model", "stepping", "flags") and key not in info:
+            info[key] = value.strip()
+        if not line.strip() and info:
+            break  # the first processor is enough
+    if "model name" not in info:
+        return None
+    flags = set(info.get("flags", "").split())
+    isa = next((f for f in ("avx512f", "avx2", "avx") if f in flags), "no avx")
+    ident = ", ".join(f"{k} {info[k]}" for k in ("cpu family", "model", "stepping") if k in info)
+    return f"{info['model name']} ({ident}, {isa})"
 
 
 def make_result(cfg, fed, method, history, ledger, wall, timing, trace=(), cpu=None) -> dict:

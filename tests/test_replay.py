@@ -6,10 +6,8 @@ import dataclasses
 import json
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
 import torch
 
 from pflkit import experiments as ex
@@ -181,9 +179,19 @@ def test_grad_clip_bounds_every_local_step(tiny_fed):
     assert "grad_clip" not in ex.canonical(tiny_config(), 1)  # earlier stored runs keep their keys
 
 
-@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="no /proc/cpuinfo")
 def test_cpu_model_tells_generations_apart():
     # a virtual machine may name every generation "AMD EPYC": the family, model and vector width decide
-    from pflkit.engine import cpu_model
+    from pflkit.engine import cpu_identity
 
-    assert "cpu family" in cpu_model() and "model " in cpu_model()
+    def cpuinfo(family, model, flags, processors=2):
+        one = (f"processor\t: {{}}\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+               f"model name\t: AMD EPYC\nstepping\t: 1\nflags\t\t: fpu sse2 {flags}\n\n")  # fmt: skip
+        return "".join(one.format(i) for i in range(processors))
+
+    milan = cpu_identity(cpuinfo(25, 1, "avx avx2"))
+    assert milan == "AMD EPYC (cpu family 25, model 1, stepping 1, avx2)"
+    assert cpu_identity(cpuinfo(25, 17, "avx avx2 avx512f")) not in (milan, None)  # Genoa: another model, AVX-512
+    assert cpu_identity(cpuinfo(23, 1, "avx avx2")) != milan  # another family
+    assert cpu_identity(cpuinfo(25, 1, "avx")) != milan  # the same model with narrower vectors exposed
+    assert cpu_identity(cpuinfo(25, 1, "avx avx2", processors=1)) == milan  # the first processor decides
+    assert cpu_identity("processor : 0\nflags : fpu\n") is None  # no model name: the caller falls back
