@@ -110,6 +110,8 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--test-images", type=int, default=None, help="a stratified subset of the test images")
     r.add_argument("--public-images", type=int, default=0,
                    help="hold out this many training images as a public unlabeled set (KT-pFL)")  # fmt: skip
+    r.add_argument("--public-source", default="",
+                   help="take the public set from this dataset instead (e.g. digits), resized to the images")  # fmt: skip
     r.add_argument("--rounds", type=int, default=None)
     r.add_argument("--profile", choices=("smoke", "book", "paper"), default=None)
     r.add_argument("--model", default="lenet")
@@ -262,7 +264,7 @@ def _config(args, method: str, options: dict):
         clients=clients, rounds=args.rounds or prof["rounds"], seed=args.seed,
         classes_per_client=args.classes_per_client, shares=tuple(args.shares), alpha=args.alpha,
         label_clusters=args.label_clusters, val_fraction=args.val_fraction, train_images=args.train_images,
-        test_images=args.test_images, public_images=args.public_images,
+        test_images=args.test_images, public_images=args.public_images, public_source=args.public_source,
         model=args.model, width=args.width, sample_rate=sample_rate,
         local_epochs=args.local_epochs or prof["local_epochs"], local_steps=local_steps, **train,
         eval_every=args.eval_every, eval_finetune_epochs=args.eval_finetune_epochs, device=args.device,

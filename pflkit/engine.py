@@ -58,6 +58,10 @@ class RunConfig:
     # a public, unlabeled set held out of the training images before the partition (KT-pFL and the
     # distillation baselines): a stratified subset of this many, the same for every run seed
     public_images: int = 0
+    # where the public set comes from: "" held out of the training images as above; a dataset name
+    # (e.g. "digits"): ``public_images`` images of that dataset, resized to the run's image shape,
+    # and every training image stays with the clients (a public set from another domain)
+    public_source: str = ""
     # model and local training
     model: str = "lenet"
     width: str | None = None
@@ -115,7 +119,10 @@ class Federation:
         ``train_images``/``test_images``, split by its partition protocol (``groups``: the
         grouped federation of :mod:`pflkit.grouped`; ``concept``: its concept-shift federation)."""
         ds = subsample(ds or dataset(cfg.dataset, download), cfg.train_images, cfg.test_images)
-        ds, public = hold_out_public(ds, cfg.public_images)
+        if cfg.public_source:
+            public = foreign_public(cfg.public_source, cfg.public_images, ds.input_shape)
+        else:
+            ds, public = hold_out_public(ds, cfg.public_images)
         if public is not None and cfg.partition in ("groups", "concept"):
             raise PflkitError(f"a public set is not supported with the {cfg.partition} partition")
         if cfg.partition == "groups":  # clients in latent groups of image transforms
@@ -177,6 +184,24 @@ def hold_out_public(ds: FedDataset, n: int, seed: int = 0) -> tuple[FedDataset, 
     rest[public] = False
     out = dataclasses.replace(ds, x_train=ds.x_train[rest], y_train=ds.y_train[rest])
     return out, ds.x_train[public]
+
+
+def foreign_public(name: str, n: int, shape: tuple[int, int, int], seed: int = 0) -> torch.Tensor:
+    """``n`` images of dataset ``name`` (official train and test sets together, a stratified subset
+    drawn with a fixed seed; labels dropped) resized bilinearly to ``shape`` (C × H × W; grey
+    images are repeated over colour channels, colour images averaged to grey): a public set from
+    another domain, as uint8 like every dataset's images."""
+    src = dataset(name)
+    x, y = torch.cat([src.x_train, src.x_test]), torch.cat([src.y_train, src.y_test])
+    if not 0 < n <= len(y):
+        raise PflkitError(f"a public set from {name} needs 1 to {len(y)} images (public_images), got {n}")
+    keep = _stratified(y, n, seed, 4)
+    x = (x if keep is None else x[keep]).float()
+    c, h, w = shape
+    x = torch.nn.functional.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
+    if x.shape[1] != c:
+        x = x.mean(1, keepdim=True).expand(-1, c, -1, -1)
+    return x.round().clamp(0, 255).to(torch.uint8).contiguous()
 
 
 def subsample(ds: FedDataset, train: int | None, test: int | None, seed: int = 0) -> FedDataset:
@@ -549,6 +574,7 @@ LATER_FIELDS = {
     "novel_clients": 0,
     "novel_alpha": None,
     "public_images": 0,
+    "public_source": "",
 }
 
 

@@ -44,6 +44,18 @@ def test_run_json(tmp_path):
     assert len(d["final"]["per_client_acc"]) == 4 and d["comm"]["bytes_up"] > 0
 
 
+def test_run_ktpfl_with_models_and_a_public_set(tmp_path):
+    out = tmp_path / "k.json"
+    r = pflkit("run", "ktpfl", "--dataset", "digits", "--partition", "dirichlet", "--clients", "4", "--rounds", "1",
+               "--model", "mlp", "--local-steps", "2", "--public-images", "100", "--public-source", "digits",
+               "--models", "mlp,mlp3x32", "--public-batch", "50", "--no-progress", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    d = json.loads(out.read_text())
+    assert d["config"]["public_images"] == 100 and d["config"]["public_source"] == "digits"
+    assert d["options"]["models"] == "mlp,mlp3x32"
+    assert d["comm"]["bytes_up"] == 4 * (50 * 10 * 4 + 8)  # soft predictions on 50 public images and n, per client
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [
@@ -54,6 +66,7 @@ def test_run_json(tmp_path):
         (["run", "fedavg", "--dataset", "cifar10", "--rounds", "1"], "not found"),
         (["run", "fedavg", "--dataset", "digits", "--model", "mlp", "--clients", "3", "--rounds", "1", "--lr", "1e12", "--no-progress"], "lower the learning rate"),
         (["run", "fedprox", "--dataset", "digits", "--bogus", "1"], "unrecognized arguments"),
+        (["run", "ktpfl", "--dataset", "digits", "--public-images", "5000", "--public-source", "digits"], "needs 1 to 1797"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):

@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 import torch
 
-from pflkit.engine import Federation, build, hold_out_public, run
+from pflkit.engine import Federation, build, foreign_public, hold_out_public, run
 from pflkit.errors import PflkitError
+from pflkit.experiments import run_key
 from pflkit.federated import nbytes
 from pflkit.methods.ktpfl import c_objective, kl, project_columns, teachers
 from tests.conftest import killed_and_resumed, strip, tiny_config
@@ -38,6 +39,21 @@ def test_public_set_is_held_out_of_the_training_images(digits):
     assert hold_out_public(digits, 0) == (digits, None)
     with pytest.raises(PflkitError, match="leaves no training images"):
         hold_out_public(digits, len(digits.y_train))
+
+
+def test_a_public_set_from_another_dataset_leaves_the_training_images(digits):
+    x = foreign_public("digits", 300, (3, 16, 16))  # resized and repeated over colour channels
+    assert x.shape == (300, 3, 16, 16) and x.dtype == torch.uint8
+    assert torch.equal(x[:, 0], x[:, 2]) and torch.equal(x, foreign_public("digits", 300, (3, 16, 16)))
+    same = foreign_public("digits", 300, (1, 8, 8))  # at its own size the images are the dataset's own
+    pool = {tuple(v.flatten().tolist()) for v in torch.cat([digits.x_train, digits.x_test])}
+    assert all(tuple(v.flatten().tolist()) in pool for v in same)
+    cfg = cfg_(public_source="digits")
+    fed = Federation.from_config(cfg, ds=digits)
+    assert len(fed.x_public) == PUBLIC and len(fed.y_train) == len(digits.y_train)  # nothing held out
+    assert run_key(cfg, 1) != run_key(dataclasses.replace(cfg, public_source=""), 1)
+    with pytest.raises(PflkitError, match="needs 1 to 1797 images"):
+        foreign_public("digits", 5000, (1, 28, 28))
 
 
 def test_with_lambda_zero_ktpfl_is_local(fed_for):
