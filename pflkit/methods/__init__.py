@@ -20,7 +20,7 @@ DISPLAY = {
     "pfedhn": "pFedHN", "pfedhn-pc": "pFedHN-PC", "pfedmb": "pFedMB", "ifca": "IFCA", "fedamp": "FedAMP",
     "fedfomo": "FedFomo", "fesem": "FeSEM", "cfl": "CFL", "feddist": "FedDist", "fedem": "FedEM", "fedmn": "FedMN",
     "ktpfl": "KT-pFL", "fedmd": "FedMD", "sim-pfd": "Sim-pFD", "topk-pfd": "TopK-pFD", "feddf": "FedDF",
-    "pfeddf": "pFedDF",
+    "pfeddf": "pFedDF", "ktpfl-params": "KT-pFL (parameters)",
 }  # fmt: skip
 
 
@@ -98,6 +98,7 @@ from . import (  # noqa: E402, F401
     fesem,
     ifca,
     ktpfl,
+    ktpfl_params,
     lgfedavg,
     local,
     perfedavg,
