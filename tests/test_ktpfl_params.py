@@ -30,7 +30,8 @@ def test_c_gradient_matches_finite_differences():
     c = torch.softmax(torch.randn(4, 3, generator=g, dtype=torch.float64), dim=0).requires_grad_(True)
     w = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
     grad = torch.autograd.grad(c_objective(c, models, models[ids], w), c)[0]
-    expected = models @ ((c.detach().T @ models - models[ids]) * w[:, None]).T / models.shape[1]  # by hand
+    scale = ((models.mean(0) - models[ids]) ** 2).sum(1)  # ‖w̄ − w_n‖²
+    expected = models @ ((c.detach().T @ models - models[ids]) * (w / scale)[:, None]).T  # by hand
     assert torch.allclose(grad, expected)
     h = 1e-6
     e = torch.zeros(4, 3, dtype=torch.float64)

@@ -12,16 +12,20 @@ starting at 1/N).
     server → client n:  its personalised global model  w̃_n = Σ_m c_mn w_m                (eq. 2's t_n)
     client n:           E epochs of SGD on its private data, starting from w̃_n              (eq. 5)
     client → server:    w_n, n_n
-    server:             c ← c − η₃ Σ_n D_n/D ∇_c d(w̃_n(c), w_n) − 2η₃ρ(c − 1/N)            (eq. 7)
-                        with d(a, b) = ½ mean over parameters of (a − b)², w̃_n(c) mixed from the
-                        models just uploaded (and the latest models of clients not in the round);
-                        every column then projected onto the simplex (as in ``ktpfl``)
+    server:             c ← c − η₃ Σ_n D_n/D ∇_c d_n(c) − 2η₃ρ(c − 1/N)                    (eq. 7)
+                        d_n(c) = ½ ‖w̃_n(c) − w_n‖² / ‖w̄ − w_n‖²,  w̄ the plain mean of the models,
+                        w̃_n(c) mixed from the models just uploaded (and the latest models of
+                        clients not in the round); every column then projected onto the simplex
+                        (as in ``ktpfl``)
 A client is judged with its own model w_n.
 
 Eq. 7's data term asks the teacher t_n(c) to match client n's own soft predictions; here the
 personalised model w̃_n(c) is asked to match client n's own trained model, in squared distance
 instead of KL (the same objective in parameter space).  Like eq. 7's, its minimum is c = I (every
-client alone); ρ pulls c towards 1/N.  It is FedAMP's and FedFomo's round (§5.2.1: "the
+client alone); ρ pulls c towards 1/N.  The distance is relative to the plain average's (d_n = ½ at
+c = 1/N), so η₃ does not depend on the model's size or on how far a round moves the weights (in
+absolute terms the gradient is about 1e-9 on LeNet after a round: measured); the authors' code
+rescales the soft-prediction method's gradient of c every round for the same reason.  It is FedAMP's and FedFomo's round (§5.2.1: "the
 difference is that the weights ... are updated in a gradient descent manner").
 
 Reductions (tested): η₃ = 0 keeps c at 1/N, so every client starts from the plain average of the
@@ -35,14 +39,15 @@ import torch
 from ..errors import PflkitError
 from ..federated import Client, Server, flatten, snapshot, weighted_average
 from . import Method, register
-from .ktpfl import project_columns
+from .ktpfl import EPS, project_columns
 
 
 def c_objective(c: torch.Tensor, models: torch.Tensor, own: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Σ_n D_n/D · ½ mean_k (Σ_m c_mn W_mk − w_n,k)²: ``models`` W (M × P) the latest models,
+    """Σ_n D_n/D · ½ ‖Σ_m c_mn W_m − w_n‖² / ‖w̄ − w_n‖²: ``models`` W (M × P) the latest models,
     ``own`` (n × P) the round's clients' models, ``c`` (M × n) their columns."""
     mixed = c.T @ models  # w̃_n(c) for the round's clients
-    return (weights * 0.5 * ((mixed - own) ** 2).mean(1)).sum()
+    scale = ((models.mean(0) - own) ** 2).sum(1).clamp_min(EPS)  # ‖w̄ − w_n‖², a constant of the round
+    return (weights * 0.5 * ((mixed - own) ** 2).sum(1) / scale).sum()
 
 
 def c_step(c, models, own, weights, lr, rho, n_clients) -> torch.Tensor:
