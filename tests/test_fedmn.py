@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pflkit.engine import build, run
+from pflkit.engine import LocalClients, build, run
 from pflkit.errors import PflkitError
 from pflkit.federated import derive_seed, nbytes, weighted_average
 from pflkit.methods.fedmn import block_keys, parse_arch, temperature
@@ -235,3 +235,56 @@ def test_a_client_is_judged_at_the_temperature_of_the_round_just_trained(tiny_fe
     assert temperature(0, cfg, opts) == opts["tau_start"] and temperature(3, cfg, opts) == pytest.approx(
         opts["tau_end"]
     )
+
+
+def test_ledger_counts_what_the_protocol_sends(tiny_fed):
+    """End to end: the run's ``comm`` bytes equal, summed over rounds and clients, what §II-E sends.
+    Pretraining rounds: encoders and their heads both ways.  Routing rounds: router + encoders down,
+    the request (one bool per block) up, the active blocks down, router + encoders + active blocks +
+    n_m up.  The expectation is recomputed from the modules' tensors and the active masks the
+    clients decided, not with the kit's byte accounting (``nbytes``, ``active_blocks``)."""
+    cfg = cfg_(arch="2,3,2", pretrain_fraction=0.5, prune=0.5)  # rounds 0, 1 pretrain; 2, 3 route
+    decided, kinds = {}, set()  # (round, cid) → a_m by layer; (round, keys down, keys up)
+
+    class Recording(LocalClients):  # the in-process transport, recording what passes
+        def request(self, calls, rnd):
+            replies = super().request(calls, rnd)
+            for cid, (msg, _) in calls.items():
+                c = self.clients[cid]
+                decided[rnd, cid] = c.model.active(c.decision[0])
+                assert sorted(msg) == ["encoders", "router"]
+                assert replies[cid]["active"].tolist() == [a for row in decided[rnd, cid] for a in row]
+            return replies
+
+        def train(self, calls, rnd):
+            replies = super().train(calls, rnd)
+            for cid, (msg, _) in calls.items():
+                kinds.add((rnd, tuple(sorted(msg)), tuple(sorted(k for k in replies[cid] if k != "_loss"))))
+            return replies
+
+    result = run(cfg, tiny_fed(cfg), transport=Recording)
+    net = build(cfg, tiny_fed(cfg))[3][0].model
+
+    def size(*modules):
+        return sum(t.numel() * t.element_size() for m in modules for t in m.state_dict().values())
+
+    n_m = 8  # the client's sample count, one int64
+    encoders, heads, router = size(net.encoders), size(net.pre_heads), size(net.router)
+    blocks = [[size(b) for b in layer] for layer in net.blocks]
+    n_blocks = sum(len(layer) for layer in net.blocks)
+    up = down = 0
+    for rnd in range(cfg.rounds):
+        for cid in range(cfg.clients):
+            if rnd < 2:  # FedAvg on the encoder models
+                down += encoders + heads
+                up += encoders + heads + n_m
+                continue
+            sent = sum(b for layer, on in zip(blocks, decided[rnd, cid]) for b, a in zip(layer, on) if a)
+            down += router + encoders + sent
+            up += n_blocks + router + encoders + sent + n_m  # the request: one byte per block
+    assert result["comm"]["bytes_up"] == up and result["comm"]["bytes_down"] == down
+    # the masks are partial (the test tells "the active blocks" from "every block") and not empty
+    assert any(0 < sum(map(sum, a)) < n_blocks for a in decided.values())
+    reply = ("blocks", "n", "shared")
+    assert kinds == {(0, ("pretrain",), reply), (1, ("pretrain",), reply), (2, ("blocks",), reply),
+                     (3, ("blocks",), reply)}  # fmt: skip
