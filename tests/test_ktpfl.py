@@ -12,7 +12,7 @@ from pflkit.engine import Federation, build, foreign_public, hold_out_public, ru
 from pflkit.errors import PflkitError
 from pflkit.experiments import run_key
 from pflkit.federated import nbytes
-from pflkit.methods.ktpfl import c_objective, kl, project_columns, teachers
+from pflkit.methods.ktpfl import c_objective, c_step, kl, project_columns, teachers
 from tests.conftest import killed_and_resumed, strip, tiny_config
 
 PUBLIC = 200
@@ -99,6 +99,23 @@ def test_c_gradient_matches_finite_differences():
     t = teachers(c.detach(), soft)
     assert torch.allclose(t[1], sum(c[m, 1].detach() * soft[m] for m in range(3)))  # column n mixes t_n (eq. 2)
     assert kl(soft[0], soft[0]).item() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_whole_c_step_is_eq_7_with_the_implicit_pull_then_the_projection():
+    g = torch.Generator().manual_seed(1)
+    soft = torch.softmax(torch.randn(3, 6, 4, generator=g, dtype=torch.float64), dim=2)
+    c = torch.softmax(torch.randn(3, 3, generator=g, dtype=torch.float64), dim=0)
+    w = torch.tensor([0.5, 0.25, 0.25], dtype=torch.float64)
+    lam, lr, rho, h = 2.0, 0.3, 0.7, 1e-6
+    fd = torch.zeros(3, 3, dtype=torch.float64)  # eq. 7's gradient by central differences
+    for i in range(3):
+        for j in range(3):
+            e = torch.zeros(3, 3, dtype=torch.float64)
+            e[i, j] = h
+            fd[i, j] = (c_objective(c + e, soft, w) - c_objective(c - e, soft, w)) / (2 * h)
+    expected = project_columns((c - lr * lam * fd + 2 * lr * rho / 3) / (1 + 2 * lr * rho))
+    assert torch.allclose(c_step(c, soft, w, lam, lr, rho, 3), expected, atol=1e-8)
+    assert torch.equal(c_step(c, soft, w, 0.0, lr, 0.0, 3), project_columns(c))  # λ = ρ = 0: c stays
 
 
 def test_projection_onto_the_simplex():
