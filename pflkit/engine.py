@@ -58,9 +58,10 @@ class RunConfig:
     # a public, unlabeled set held out of the training images before the partition (KT-pFL and the
     # distillation baselines): a stratified subset of this many, the same for every run seed
     public_images: int = 0
-    # where the public set comes from: "" held out of the training images as above; a dataset name
-    # (e.g. "digits"): ``public_images`` images of that dataset, resized to the run's image shape,
-    # and every training image stays with the clients (a public set from another domain)
+    # where the public set comes from: "" the held-out images above; another dataset's name (e.g.
+    # "digits"): ``public_images`` images of that dataset (all of them if it has fewer), resized to
+    # the run's images, in their place. The held-out images still leave the clients, so a run
+    # differs from its twin with the held-out set in the public set's domain only
     public_source: str = ""
     # model and local training
     model: str = "lenet"
@@ -119,10 +120,13 @@ class Federation:
         ``train_images``/``test_images``, split by its partition protocol (``groups``: the
         grouped federation of :mod:`pflkit.grouped`; ``concept``: its concept-shift federation)."""
         ds = subsample(ds or dataset(cfg.dataset, download), cfg.train_images, cfg.test_images)
-        if cfg.public_source:
-            public = foreign_public(cfg.public_source, cfg.public_images, ds.input_shape)
-        else:
-            ds, public = hold_out_public(ds, cfg.public_images)
+        ds, public = hold_out_public(ds, cfg.public_images)
+        if cfg.public_source and public is not None:  # another domain's images replace the held-out ones
+            if cfg.public_source == cfg.dataset:
+                raise PflkitError(
+                    f"public_source {cfg.public_source!r} is the run's dataset: leave it empty for a held-out set"
+                )
+            public = foreign_public(cfg.public_source, cfg.public_images, ds.input_shape, download=download)
         if public is not None and cfg.partition in ("groups", "concept"):
             raise PflkitError(f"a public set is not supported with the {cfg.partition} partition")
         if cfg.partition == "groups":  # clients in latent groups of image transforms
@@ -186,15 +190,17 @@ def hold_out_public(ds: FedDataset, n: int, seed: int = 0) -> tuple[FedDataset, 
     return out, ds.x_train[public]
 
 
-def foreign_public(name: str, n: int, shape: tuple[int, int, int], seed: int = 0) -> torch.Tensor:
-    """``n`` images of dataset ``name`` (official train and test sets together, a stratified subset
-    drawn with a fixed seed; labels dropped) resized bilinearly to ``shape`` (C × H × W; grey
-    images are repeated over colour channels, colour images averaged to grey): a public set from
-    another domain, as uint8 like every dataset's images."""
-    src = dataset(name)
+def foreign_public(
+    name: str, n: int, shape: tuple[int, int, int], seed: int = 0, download: bool = False
+) -> torch.Tensor:
+    """``n`` images of dataset ``name`` (official train and test sets together; all of them if it
+    has fewer, else a stratified subset drawn with a fixed seed; labels dropped) resized bilinearly
+    to ``shape`` (C × H × W; grey images are repeated over colour channels, colour images averaged
+    to grey): a public set from another domain, as uint8 like every dataset's images."""
+    src = dataset(name, download)
     x, y = torch.cat([src.x_train, src.x_test]), torch.cat([src.y_train, src.y_test])
-    if not 0 < n <= len(y):
-        raise PflkitError(f"a public set from {name} needs 1 to {len(y)} images (public_images), got {n}")
+    if n < 1:
+        raise PflkitError(f"a public set from {name} needs at least one image (public_images), got {n}")
     keep = _stratified(y, n, seed, 4)
     x = (x if keep is None else x[keep]).float()
     c, h, w = shape

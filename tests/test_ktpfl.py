@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 import torch
 
+from pflkit.data import available_offline
 from pflkit.engine import Federation, build, foreign_public, hold_out_public, run
 from pflkit.errors import PflkitError
 from pflkit.experiments import run_key
@@ -41,19 +42,25 @@ def test_public_set_is_held_out_of_the_training_images(digits):
         hold_out_public(digits, len(digits.y_train))
 
 
-def test_a_public_set_from_another_dataset_leaves_the_training_images(digits):
+def test_a_public_set_from_another_dataset(digits):
     x = foreign_public("digits", 300, (3, 16, 16))  # resized and repeated over colour channels
     assert x.shape == (300, 3, 16, 16) and x.dtype == torch.uint8
     assert torch.equal(x[:, 0], x[:, 2]) and torch.equal(x, foreign_public("digits", 300, (3, 16, 16)))
     same = foreign_public("digits", 300, (1, 8, 8))  # at its own size the images are the dataset's own
     pool = {tuple(v.flatten().tolist()) for v in torch.cat([digits.x_train, digits.x_test])}
     assert all(tuple(v.flatten().tolist()) in pool for v in same)
-    cfg = cfg_(public_source="digits")
-    fed = Federation.from_config(cfg, ds=digits)
-    assert len(fed.x_public) == PUBLIC and len(fed.y_train) == len(digits.y_train)  # nothing held out
-    assert run_key(cfg, 1) != run_key(dataclasses.replace(cfg, public_source=""), 1)
-    with pytest.raises(PflkitError, match="needs 1 to 1797 images"):
-        foreign_public("digits", 5000, (1, 28, 28))
+    assert len(foreign_public("digits", 5000, (1, 8, 8))) == len(digits.y_train) + len(digits.y_test)  # all it has
+    with pytest.raises(PflkitError, match="is the run's dataset"):  # its test images would leak into the public set
+        Federation.from_config(cfg_(public_source="digits"), ds=digits)
+
+
+@pytest.mark.skipif(not available_offline("fashion-mnist"), reason="Fashion-MNIST is not on this machine")
+def test_another_domain_replaces_the_held_out_images_and_nothing_else(digits):
+    cfg = cfg_(public_source="fashion-mnist")
+    fed, twin = Federation.from_config(cfg, ds=digits), Federation.from_config(cfg_(), ds=digits)
+    assert torch.equal(fed.x_train, twin.x_train) and torch.equal(fed.y_train, twin.y_train)  # the same clients
+    assert fed.x_public.shape == twin.x_public.shape and not torch.equal(fed.x_public, twin.x_public)
+    assert run_key(cfg, 1) != run_key(cfg_(), 1)
 
 
 def test_with_lambda_zero_ktpfl_is_local(fed_for):
