@@ -8,6 +8,7 @@ import torch
 
 from pflkit.engine import Federation, build, run
 from pflkit.federated import flatten, weighted_average
+from pflkit.methods.ktpfl import project_columns
 from pflkit.methods.ktpfl_params import c_objective, c_step
 from pflkit.models import n_params
 from tests.conftest import tiny_config
@@ -38,6 +39,30 @@ def test_c_gradient_matches_finite_differences():
     e[1, 2] = h
     fd = (c_objective(c.detach() + e, models, models[ids], w) - c_objective(c.detach() - e, models, models[ids], w)) / (2 * h)  # fmt: skip
     assert grad[1, 2].item() == pytest.approx(fd.item(), rel=1e-6)
+
+
+def test_a_whole_c_step_is_eq_7_with_the_implicit_pull_then_the_projection():
+    g = torch.Generator().manual_seed(2)
+    models = torch.randn(4, 9, generator=g, dtype=torch.float64)
+    ids = [1, 3]
+    c = torch.softmax(torch.randn(4, 2, generator=g, dtype=torch.float64), dim=0)
+    w = torch.tensor([0.4, 0.6], dtype=torch.float64)
+    lr, rho = 0.3, 0.8
+    scale = ((models.mean(0) - models[ids]) ** 2).sum(1)
+    grad = models @ ((c.T @ models - models[ids]) * (w / scale)[:, None]).T
+    expected = project_columns((c - lr * grad + 2 * lr * rho / 4) / (1 + 2 * lr * rho))
+    assert torch.allclose(c_step(c, models, models[ids], w, lr, rho, 4), expected)
+    assert not torch.allclose(expected, project_columns(c))  # the step moves c: the check has teeth
+
+
+def test_only_the_round_s_columns_are_learned(digits):
+    cfg = tiny_config(method="ktpfl-params", rounds=1, partition="dirichlet", sample_rate=0.5,
+                      options={"c_lr": 5.0, "rho": 0.0})  # fmt: skip
+    seen = {}
+    run(cfg, Federation.from_config(cfg, ds=digits), on_round=lambda r, row, s, cl: seen.update(server=s))
+    c = seen["server"].c
+    moved = [n for n in range(cfg.clients) if not torch.equal(c[:, n], torch.full_like(c[:, n], 1 / cfg.clients))]
+    assert len(moved) == int(cfg.clients * cfg.sample_rate)  # the two clients of the round, no others
 
 
 def test_identity_is_a_fixed_point_and_sends_each_client_its_own_model(digits):
