@@ -114,14 +114,19 @@ def similarity_weights(soft: torch.Tensor, top_k: int = 0, shift: bool = True) -
     return sim / sim.sum(0, keepdim=True).clamp_min(EPS)
 
 
-def c_step(c, soft, weights, lam, lr, rho, n_clients) -> torch.Tensor:
-    """One eq. 7 step on the sub-matrix of the round's clients (``c`` M × M), ρ implicit, then the
-    projection of every column onto the simplex."""
+def implicit_step(c, objective, lr, rho, n_clients) -> torch.Tensor:
+    """Eq. 7 with the ρ term implicit: c ← (c − η₃∇objective(c) + 2η₃ρ/N) / (1 + 2η₃ρ), then every
+    column projected onto the simplex.  ``objective`` maps c to the data term, λ already in it."""
     c = c.detach().clone().requires_grad_(True)
-    grad = torch.autograd.grad(c_objective(c, soft, weights), c)[0]
+    grad = torch.autograd.grad(objective(c), c)[0]
     with torch.no_grad():
-        new = (c - lr * lam * grad + 2 * lr * rho / n_clients) / (1 + 2 * lr * rho)
+        new = (c - lr * grad + 2 * lr * rho / n_clients) / (1 + 2 * lr * rho)
     return project_columns(new)
+
+
+def c_step(c, soft, weights, lam, lr, rho, n_clients) -> torch.Tensor:
+    """One eq. 7 step on the sub-matrix of the round's clients (``c`` M × M)."""
+    return implicit_step(c, lambda c: lam * c_objective(c, soft, weights), lr, rho, n_clients)
 
 
 class KTpFLServer(Server):

@@ -47,7 +47,7 @@ import torch
 from ..errors import PflkitError
 from ..federated import Client, Server, flatten, snapshot, weighted_average
 from . import Method, register
-from .ktpfl import EPS, project_columns
+from .ktpfl import EPS, implicit_step
 
 
 def c_objective(c: torch.Tensor, models: torch.Tensor, own: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -59,12 +59,8 @@ def c_objective(c: torch.Tensor, models: torch.Tensor, own: torch.Tensor, weight
 
 
 def c_step(c, models, own, weights, lr, rho, n_clients) -> torch.Tensor:
-    """One eq. 7 step on the round's columns of c, ρ implicit (as in ``ktpfl``), then projected."""
-    c = c.detach().clone().requires_grad_(True)
-    grad = torch.autograd.grad(c_objective(c, models, own, weights), c)[0]
-    with torch.no_grad():
-        new = (c - lr * grad + 2 * lr * rho / n_clients) / (1 + 2 * lr * rho)
-    return project_columns(new)
+    """One eq. 7 step on the round's columns of c, ρ implicit, then projected (as in ``ktpfl``)."""
+    return implicit_step(c, lambda c: c_objective(c, models, own, weights), lr, rho, n_clients)
 
 
 class KTpFLParamsServer(Server):
