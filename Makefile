@@ -21,11 +21,14 @@ data: $(STAMP)
 
 # Execute every chapter at the `book` profile (re-executed when a chapter, pflkit or data/
 # changed) and build the HTML book into _build/html.
-# Runs come from the committed store under results/ (only missing ones are computed);
+# Runs come from the committed store under results/ and nothing is computed: a chapter whose
+# store lacks runs says "not computed yet" from its first sweep that needs them.
+# `make book FILL=1` computes the missing runs into results/ (hours: see the README);
 # `make book FRESH=1` recomputes every run into _build/store/book/ instead.
 FRESH ?= 0
+FILL ?= 0
 book: data
-	PFLBOOK_PROFILE=book PFLBOOK_FRESH=$(FRESH) $(PY) tools/build_book.py --profile book
+	PFLBOOK_PROFILE=book PFLBOOK_FRESH=$(FRESH) $(PY) tools/build_book.py --profile book $(if $(filter 1,$(FILL)),--fill,)
 
 # Unit tests, the replay check of the committed store, every chapter at the `smoke` profile
 # (papermill), nbval on the regression cells, a -W book build of the smoke outputs, and the

@@ -11,3 +11,8 @@ class DataUnavailable(PflkitError):
 
 class TrainingDiverged(PflkitError):
     """A loss became NaN or infinite."""
+
+
+class NotInStore(PflkitError):
+    """A read-only store (``make book`` without ``FILL=1``) lacks runs a sweep needs: they are not
+    computed, and the book marks the chapter "not computed yet" from that sweep on."""

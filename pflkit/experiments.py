@@ -44,7 +44,7 @@ import pandas as pd
 import torch
 
 from .engine import LATER_FIELDS, Federation, RunConfig, cpu_model, dataset, git_commit, run
-from .errors import PflkitError, TrainingDiverged
+from .errors import NotInStore, PflkitError, TrainingDiverged
 from .methods import display_name, get_method
 
 MIN_SEEDS = 3  # a verdict needs at least this many paired seeds
@@ -111,10 +111,13 @@ class Store:
 
     ``reuse="same-code"`` (default) reuses a stored run only if it was computed by the kit's
     current sources (:func:`code_version`); ``reuse="any"`` reuses whatever is stored.
+    ``read_only``: a sweep that needs a run the store lacks raises :class:`NotInStore` instead
+    of computing it (``make book`` renders the committed store this way).
     """
 
-    def __init__(self, path, reuse: str = "same-code"):
+    def __init__(self, path, reuse: str = "same-code", read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
         if self.path.exists() and not self.path.is_dir():
             raise PflkitError(f"store {self.path} is a file; give a folder (it is created if missing)")
         if reuse not in ("same-code", "any"):
@@ -287,6 +290,12 @@ def sweep(
             else:
                 todo.setdefault(key, (c, []))[1].append((name, seed))
     reused = len({r["key"] for r in records.values()})
+    if todo and store.read_only:
+        _log_usage(store, records, {}, missing=todo)
+        raise NotInStore(
+            f"not computed yet: {len(todo)} of this sweep's {len(todo) + reused} runs are not in the store "
+            f"{_shown(store.path)} (`make book FILL=1` computes them)"
+        )
     if todo:
         n_local = _local_workers(workers, threads, len(todo)) if executor is None else None
         if executor is None:  # read once here: a missing dataset fails now, and forked workers share it
@@ -300,9 +309,18 @@ def sweep(
     return SweepResult(records, list(arms), seeds, computed=len(todo), reused=reused)
 
 
-def _log_usage(store: Store, records: dict, todo: dict) -> None:
+def _shown(path: Path) -> str:
+    """A store's folder as the reader knows it: relative to the repository when inside it."""
+    from .profiles import ROOT
+
+    path = Path(path).resolve()
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+
+
+def _log_usage(store: Store, records: dict, todo: dict, missing: dict | None = None) -> None:
     """With ``PFLBOOK_USAGE_LOG`` set (the book's build sets it per chapter), append which runs
-    came from the store (and the commits that made them) and how many were computed."""
+    came from the store (and the commits that made them), how many were computed and how many
+    a read-only store lacked (``missing``)."""
     log = os.environ.get("PFLBOOK_USAGE_LOG")
     if not log:
         return
@@ -314,6 +332,7 @@ def _log_usage(store: Store, records: dict, todo: dict) -> None:
         "reused": sorted(made),
         "commits": sorted(set(made.values())),
         "computed": sorted(todo),
+        "missing": sorted(missing or {}),
     }
     with open(log, "a") as f:
         f.write(json.dumps(entry) + "\n")

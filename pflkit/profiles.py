@@ -3,7 +3,7 @@
 ``smoke``: CI, each chapter within 2 minutes on a 2-core CPU, computed live; ``book``: what
 the rendered book shows, at budgets where the headline runs have converged (the default): its
 runs come from the store committed under ``results/<chapter>/`` and only missing ones are
-computed; ``paper``: the papers' scale, meant for a GPU.  Chapters read the profile from
+computed (``make book`` computes none: see :func:`store_only`); ``paper``: the papers' scale, meant for a GPU.  Chapters read the profile from
 ``PFLBOOK_PROFILE`` in their ``parameters`` cell and pick values with :func:`pick`.
 """
 
@@ -41,6 +41,13 @@ def fresh() -> bool:
     return os.environ.get("PFLBOOK_FRESH", "0").strip() not in ("", "0")
 
 
+def store_only() -> bool:
+    """``PFLBOOK_STORE_ONLY=1`` (set by ``make book`` unless ``FILL=1`` or ``FRESH=1``): the
+    committed store is read, never filled; a sweep that lacks runs raises
+    :class:`~pflkit.errors.NotInStore`, and the chapter's page says "not computed yet" there."""
+    return os.environ.get("PFLBOOK_STORE_ONLY", "0").strip() not in ("", "0")
+
+
 def store_for(chapter: str, profile: str | None = None):
     """The result store of a chapter at a profile (a :class:`~pflkit.experiments.Store`).
 
@@ -48,7 +55,7 @@ def store_for(chapter: str, profile: str | None = None):
       points nbval's re-execution at an empty folder, so that it recomputes);
     * at ``book``, for the chapters in :data:`COMMITTED_CHAPTERS`: the committed ``results/<chapter>/``, whose runs are reused whatever kit
       sources made them (``make test``'s replay check re-runs a sample of them), unless
-      ``PFLBOOK_FRESH=1``;
+      ``PFLBOOK_FRESH=1``; read-only (nothing is computed) when :func:`store_only`;
     * otherwise ``_build/store/<profile>/<chapter>``, reused only by the same kit sources.
     """
     from .experiments import Store
@@ -57,7 +64,7 @@ def store_for(chapter: str, profile: str | None = None):
     if root := os.environ.get("PFLBOOK_STORE_ROOT"):
         return Store(Path(root) / profile / chapter)
     if profile == "book" and chapter in COMMITTED_CHAPTERS and not fresh():
-        return Store(COMMITTED / chapter, reuse="any")
+        return Store(COMMITTED / chapter, reuse="any", read_only=store_only())
     return Store(ROOT / "_build" / "store" / profile / chapter)
 
 

@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,3 +60,42 @@ def test_a_chapter_is_re_executed_when_its_committed_runs_or_fresh_change(monkey
     assert build_book.store_stamp(nb, "book") == empty
     monkeypatch.setenv("PFLBOOK_FRESH", "1")
     assert build_book.store_stamp(nb, "book") != empty
+
+
+@pytest.mark.notebooks
+def test_a_chapter_whose_store_lacks_runs_renders_not_computed_yet(tmp_path):
+    """A chapter executed against a read-only store stops at the first sweep that lacks runs; the
+    page keeps what ran, says "not computed yet" in a marked note, and shows no later output."""
+    import nbformat
+    import papermill as pm
+
+    code = [
+        "from pflkit.experiments import Store, arms_for, sweep\nfrom tests.conftest import tiny_config\nprint('before')",
+        f"sweep(arms_for(['local'], tiny_config(rounds=1)), [0], Store({str(tmp_path / 's')!r}, read_only=True))",
+        "print('after')",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A chapter")])
+    nb.cells += [nbformat.v4.new_code_cell(c) for c in code]
+    src, out = tmp_path / "chapter.ipynb", tmp_path / "out.ipynb"
+    nbformat.write(nb, src)
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        pm.execute_notebook(str(src), str(out), cwd=str(ROOT), kernel_name="python3", progress_bar=False)
+    assert err.value.ename == "NotInStore"
+    message = build_book.mark_not_computed(out)
+    assert message.startswith("not computed yet: 1 of this sweep's 1 runs are not in the store")
+    cells = nbformat.read(out, as_version=4).cells
+    assert [c.cell_type for c in cells] == ["markdown", "code", "code", "markdown", "code"]
+    assert "Not computed yet" in cells[3].source and "not-computed-yet" in cells[3].metadata["tags"]
+    assert cells[1].outputs[0]["text"] == "before\n"  # what ran before the missing runs stays
+    assert not any(o["output_type"] == "error" for c in cells if c.cell_type == "code" for o in c.outputs)
+    assert cells[4].outputs == []  # nothing after the note is executed
+    assert not list((tmp_path / "s").glob("*.json"))  # and nothing was computed
+
+
+def test_a_chapter_that_fails_otherwise_is_not_marked(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 / 0")])
+    nb.cells[0].outputs = [nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="division by zero")]
+    nbformat.write(nb, tmp_path / "x.ipynb")
+    assert build_book.mark_not_computed(tmp_path / "x.ipynb") is None

@@ -120,6 +120,32 @@ def test_sweep_reuses_the_store(tmp_path):
     assert rec["provenance"]["threads"] == 1 and rec["config"]["seed"] == 0
 
 
+def test_a_read_only_store_computes_nothing_and_says_what_it_lacks(tmp_path, monkeypatch):
+    ex.sweep(arms(), [0], tmp_path, workers=1, progress=False)
+    log = tmp_path / "usage.jsonl"
+    monkeypatch.setenv("PFLBOOK_USAGE_LOG", str(log))
+    read_only = ex.Store(tmp_path, read_only=True)
+    assert ex.sweep(arms(), [0], read_only, workers=1, progress=False).reused == 2  # all there: read back
+    with pytest.raises(ex.NotInStore, match=r"not computed yet: 2 of this sweep's 4 runs are not in the store"):
+        ex.sweep(arms(), [0, 1], read_only, workers=1, progress=False)
+    assert len(ex.Store(tmp_path)) == 2  # nothing was computed
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert len(last["missing"]) == 2 and len(last["reused"]) == 2 and last["computed"] == []
+
+
+def test_make_book_reads_the_committed_store_without_filling_it(monkeypatch):
+    from pflkit.profiles import COMMITTED, store_for
+
+    monkeypatch.delenv("PFLBOOK_STORE_ROOT", raising=False)
+    monkeypatch.delenv("PFLBOOK_FRESH", raising=False)
+    monkeypatch.setenv("PFLBOOK_STORE_ONLY", "1")
+    committed = store_for("basics", "book")
+    assert committed.path == COMMITTED / "basics" and committed.read_only and committed.reuse == "any"
+    assert not store_for("basics", "smoke").read_only  # other profiles have no committed store: they compute
+    monkeypatch.setenv("PFLBOOK_STORE_ONLY", "0")
+    assert not store_for("basics", "book").read_only
+
+
 def test_cpu_hours_counts_a_shared_run_once():
     def rec(key, cpu):
         return {"key": key, "provenance": {"cpu_time_s": cpu}}

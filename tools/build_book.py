@@ -9,6 +9,12 @@ since its executed copy was written.  The staged copy is then built by Jupyter B
 execution off (everything in it has just been executed), ``-n -W --keep-going``.
 The execution report page lists each chapter's wall time, profile and commit.
 The book profile's HTML is copied to ``_build/html``.
+
+At ``book`` the chapters read the committed store and compute nothing (``PFLBOOK_STORE_ONLY``):
+a chapter whose store lacks runs is executed up to the first sweep that needs them, and its page
+says "not computed yet" there, in a marked note, with the cells below it shown without outputs.
+``--fill`` (``make book FILL=1``) computes the missing runs into the store instead (hours);
+``PFLBOOK_FRESH=1`` recomputes every run into ``_build/store/book/``.
 """
 
 from __future__ import annotations
@@ -43,7 +49,45 @@ def newest_input(nb: Path) -> float:
     return max(p.stat().st_mtime for p in deps)
 
 
-def execute(profile: str, force: bool = False, only: list[str] | None = None) -> dict:
+NOT_COMPUTED = """```{{admonition}} Not computed yet
+:class: warning
+{message}.
+
+This page was rendered from the committed result store, which does not hold these runs yet.
+The cells below this note are shown **without their outputs**: no number or figure on this page
+comes from the missing runs. `make book FILL=1` computes them (the README gives the CPU-hours)
+and renders the whole chapter.
+```"""
+
+
+def mark_not_computed(path: Path) -> str | None:
+    """Turn a chapter stopped by ``NotInStore`` into a readable partial page: drop papermill's
+    error banners and the traceback, put a marked note after the cell that stopped, and leave
+    every later cell without outputs.  Returns the note's message (None: not stopped that way)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = [c for c in nb.cells if "papermill-error-cell-tag" not in c.get("metadata", {}).get("tags", [])]
+    stopped, message = None, None
+    for i, cell in enumerate(nb.cells):
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if stopped is None and errors:
+            if errors[0].get("ename") != "NotInStore":
+                return None
+            stopped, message = i, errors[0]["evalue"]
+            cell.outputs = [o for o in cell.outputs if o.get("output_type") != "error"]
+        elif stopped is not None and cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    if stopped is None:
+        return None
+    note = nbformat.v4.new_markdown_cell(NOT_COMPUTED.format(message=message.rstrip(".")))
+    note.metadata["tags"] = ["not-computed-yet"]
+    nb.cells.insert(stopped + 1, note)
+    nbformat.write(nb, path)
+    return message
+
+
+def execute(profile: str, force: bool = False, only: list[str] | None = None, fill: bool = False) -> dict:
     import papermill as pm
 
     stage = ROOT / "_build" / profile / "stage"
@@ -52,13 +96,15 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None) ->
     env_profile = os.environ.get("PFLBOOK_PROFILE")
     os.environ["PFLBOOK_PROFILE"] = profile
     os.environ["PFLBOOK_PROGRESS"] = "0"  # sweeps draw no progress bars into the executed pages
+    read_only = profile == "book" and not fill and os.environ.get("PFLBOOK_FRESH", "0").strip() in ("", "0")
+    os.environ["PFLBOOK_STORE_ONLY"] = "1" if read_only else "0"
     try:
         for nb in chapters():
             rel = nb.relative_to(ROOT)
             out = stage / rel
             if only and nb.stem not in only:
                 continue
-            stamp = store_stamp(nb, profile)
+            stamp = store_stamp(nb, profile, read_only)
             fresh_enough = out.exists() and out.stat().st_mtime >= newest_input(nb)
             if not force and fresh_enough and report.get(str(rel), {}).get("store_stamp") == stamp:
                 print(f"[{profile}] {rel}: up to date", flush=True)
@@ -75,9 +121,12 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None) ->
                     str(nb), str(failed), cwd=str(nb.parent), kernel_name="python3", progress_bar=False,
                     request_save_on_cell_execute=False,
                 )  # fmt: skip
-            except BaseException:
-                print(f"[{profile}] {rel}: FAILED; the partial run is in {failed.relative_to(ROOT)}", flush=True)
-                raise
+            except BaseException as err:
+                not_computed = read_only and getattr(err, "ename", None) == "NotInStore" and mark_not_computed(failed)
+                if not not_computed:
+                    print(f"[{profile}] {rel}: FAILED; the partial run is in {failed.relative_to(ROOT)}", flush=True)
+                    raise
+                print(f"[{profile}] {rel}: {not_computed}", flush=True)
             failed.replace(out)
             wall = time.perf_counter() - t0
             print(f"[{profile}] {rel}: {wall:.1f} s", flush=True)
@@ -99,13 +148,15 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None) ->
     return report
 
 
-def store_stamp(nb: Path, profile: str) -> str:
+def store_stamp(nb: Path, profile: str, read_only: bool = False) -> str:
     """What a chapter's execution read from outside its sources: the committed runs it could
-    reuse (their names: deleting one to recompute it re-executes the chapter) and FRESH."""
+    reuse (their names: deleting one to recompute it re-executes the chapter), FRESH, and
+    whether the store was read-only (a page rendered "not computed yet" is redone by FILL=1)."""
     import hashlib
 
     names = sorted(p.name for p in (ROOT / "results" / nb.stem).glob("*.json"))
-    blob = json.dumps({"runs": names, "fresh": os.environ.get("PFLBOOK_FRESH", "0"), "profile": profile})
+    fresh = os.environ.get("PFLBOOK_FRESH", "0")
+    blob = json.dumps({"runs": names, "fresh": fresh, "profile": profile, "read_only": read_only})
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
@@ -123,9 +174,11 @@ def store_usage(log: Path) -> dict:
             for e in entries
         }
     )
+    missing = {k for e in entries for k in e.get("missing", [])}
     return {
         "runs_from_store": len(reused - computed),
         "runs_computed": len(computed),
+        "runs_not_computed": len(missing),
         "store_commits": commits,
         "stores": stores,
     }
@@ -190,16 +243,19 @@ def write_report_page(stage: Path, profile: str) -> None:
         "",
         "Runs *from the store* were read back from the chapter's result store (at `book`, the store",
         "committed under `results/`, made by the commits listed); runs *computed* were trained during",
-        "this execution.",
+        "this execution. Runs *not computed yet* were missing from a read-only store (`make book`",
+        "without `FILL=1`): the chapter stopped at the first sweep that needed them, and its page says",
+        "so there; later sweeps of that chapter may need more.",
         "",
-        "| chapter | profile | wall time (s) | runs from store | runs computed | store commits | finished | commit | device |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| chapter | profile | wall time (s) | runs from store | runs computed | runs not computed yet "
+        "| store commits | finished | commit | device |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for rel, r in sorted(report.items()):
         commits = ", ".join(r.get("store_commits", [])) or "–"
         lines.append(
             f"| `{rel}` | {r['profile']} | {r['wall_s']} | {r.get('runs_from_store', '–')} | {r.get('runs_computed', '–')} "
-            f"| {commits} | {r['finished']} | {r['commit']} | {r['device']} |"
+            f"| {r.get('runs_not_computed', '–')} | {commits} | {r['finished']} | {r['commit']} | {r['device']} |"
         )
     total = sum(r["wall_s"] for r in report.values())
     lines += ["", f"Total execution time: {total:.0f} s.", ""]
@@ -242,11 +298,12 @@ def main() -> None:
     ap.add_argument("--no-build", action="store_true", help="execute only")
     ap.add_argument("--force", action="store_true", help="re-execute even if up to date")
     ap.add_argument("--only", nargs="*", help="execute only these chapters (file stems)")
+    ap.add_argument("--fill", action="store_true", help="at book: compute the runs the committed store lacks (hours)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     if not args.no_execute:
         try:
-            execute(args.profile, force=args.force, only=args.only)
+            execute(args.profile, force=args.force, only=args.only, fill=args.fill)
         except Exception as err:  # papermill's PapermillExecutionError carries the cell's traceback
             sys.exit(f"error: chapter execution failed: {describe(err)}")
     stage_sources(args.profile)
