@@ -86,6 +86,7 @@ def test_a_chapter_whose_store_lacks_runs_renders_not_computed_yet(tmp_path):
     cells = nbformat.read(out, as_version=4).cells
     assert [c.cell_type for c in cells] == ["markdown", "code", "code", "markdown", "code"]
     assert "Not computed yet" in cells[3].source and "not-computed-yet" in cells[3].metadata["tags"]
+    assert "1 of this sweep's 1 runs are not in the store" in cells[3].source
     assert cells[1].outputs[0]["text"] == "before\n"  # what ran before the missing runs stays
     assert not any(o["output_type"] == "error" for c in cells if c.cell_type == "code" for o in c.outputs)
     assert cells[4].outputs == []  # nothing after the note is executed

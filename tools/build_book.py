@@ -80,7 +80,8 @@ def mark_not_computed(path: Path) -> str | None:
             cell.outputs, cell.execution_count = [], None
     if stopped is None:
         return None
-    note = nbformat.v4.new_markdown_cell(NOT_COMPUTED.format(message=message.rstrip(".")))
+    body = message.removeprefix("not computed yet: ").rstrip(".")
+    note = nbformat.v4.new_markdown_cell(NOT_COMPUTED.format(message=body[:1].upper() + body[1:]))
     note.metadata["tags"] = ["not-computed-yet"]
     nb.cells.insert(stopped + 1, note)
     nbformat.write(nb, path)
