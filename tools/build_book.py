@@ -55,8 +55,7 @@ NOT_COMPUTED = """```{{admonition}} Not computed yet
 
 This page was rendered from the committed result store, which does not hold these runs yet.
 The cells below this note are shown **without their outputs**: no number or figure on this page
-comes from the missing runs. `make book FILL=1` computes them (the README gives the CPU-hours)
-and renders the whole chapter.
+comes from the missing runs. The README gives the CPU-hours that computing them takes.
 ```"""
 
 
