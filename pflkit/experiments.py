@@ -46,6 +46,7 @@ import torch
 from .engine import LATER_FIELDS, Federation, RunConfig, cpu_model, dataset, git_commit, run
 from .errors import NotInStore, PflkitError, TrainingDiverged
 from .methods import display_name, get_method
+from .profiles import repo_relative
 
 MIN_SEEDS = 3  # a verdict needs at least this many paired seeds
 CONFIDENCE = 0.95
@@ -294,7 +295,7 @@ def sweep(
         _log_usage(store, records, {}, missing=todo)
         raise NotInStore(
             f"not computed yet: {len(todo)} of this sweep's {len(todo) + reused} runs are not in the store "
-            f"{_shown(store.path)} (`make book FILL=1` computes them)"
+            f"{repo_relative(store.path)} (`make book FILL=1` computes them)"
         )
     if todo:
         n_local = _local_workers(workers, threads, len(todo)) if executor is None else None
@@ -307,14 +308,6 @@ def sweep(
                 records[pair] = finished[key]
     _log_usage(store, records, todo)
     return SweepResult(records, list(arms), seeds, computed=len(todo), reused=reused)
-
-
-def _shown(path: Path) -> str:
-    """A store's folder as the reader knows it: relative to the repository when inside it."""
-    from .profiles import ROOT
-
-    path = Path(path).resolve()
-    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
 
 
 def _log_usage(store: Store, records: dict, todo: dict, missing: dict | None = None) -> None:

@@ -36,6 +36,12 @@ COMMITTED = ROOT / "results"  # the book profile's results, committed with the r
 COMMITTED_CHAPTERS = ("basics", "pfedhn", "pfedmb", "fesem", "fedmn", "ktpfl")
 
 
+def repo_relative(path) -> str:
+    """A path as the reader knows it: relative to the repository when inside it."""
+    path = Path(path).resolve()
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+
+
 def fresh() -> bool:
     """``PFLBOOK_FRESH=1`` (``make book FRESH=1``): recompute instead of reading the committed store."""
     return os.environ.get("PFLBOOK_FRESH", "0").strip() not in ("", "0")

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import yaml
 
+from pflkit.profiles import fresh, repo_relative
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ["_config.yml", "_toc.yml", "references.bib", "book", "data"]
 
@@ -96,7 +98,7 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None, fi
     env_profile = os.environ.get("PFLBOOK_PROFILE")
     os.environ["PFLBOOK_PROFILE"] = profile
     os.environ["PFLBOOK_PROGRESS"] = "0"  # sweeps draw no progress bars into the executed pages
-    read_only = profile == "book" and not fill and os.environ.get("PFLBOOK_FRESH", "0").strip() in ("", "0")
+    read_only = profile == "book" and not fill and not fresh()
     os.environ["PFLBOOK_STORE_ONLY"] = "1" if read_only else "0"
     try:
         for nb in chapters():
@@ -166,14 +168,7 @@ def store_usage(log: Path) -> dict:
     reused = {k for e in entries for k in e["reused"]}
     computed = {k for e in entries for k in e["computed"]}
     commits = sorted({c for e in entries for c in e["commits"]})
-    stores = sorted(
-        {
-            Path(e["store"]).resolve().relative_to(ROOT).as_posix()
-            if Path(e["store"]).resolve().is_relative_to(ROOT)
-            else e["store"]
-            for e in entries
-        }
-    )
+    stores = sorted({repo_relative(e["store"]) for e in entries})
     missing = {k for e in entries for k in e.get("missing", [])}
     return {
         "runs_from_store": len(reused - computed),
