@@ -157,6 +157,36 @@ class Store:
     def keys(self) -> list[str]:
         return sorted(p.stem for p in self.path.glob("*.json")) if self.path.is_dir() else []
 
+    def derived(self, name: str, spec: dict, compute: Callable[[], dict]) -> dict:
+        """A result that is not one run (e.g. FeSEM's §5.2 scan of K over short runs), kept as
+        ``derived/<name>-<hash of spec>.json``: ``compute()`` runs only when the store lacks it,
+        and a read-only store raises :class:`NotInStore` instead.  ``spec`` (JSON-able) holds
+        everything that determines the result; the record keeps ``compute()``'s value and CPU time."""
+        blob = json.dumps(spec, sort_keys=True)
+        key = f"{name}-{hashlib.sha1(blob.encode()).hexdigest()[:16]}"
+        f = self.path / "derived" / f"{key}.json"
+        if f.exists():
+            try:
+                return json.loads(f.read_text())["value"]
+            except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+                raise PflkitError(f"store file {f} is corrupt; delete it and run again to recompute it") from None
+        if self.read_only:
+            _log_usage(self, {}, {}, missing={key: None})
+            raise NotInStore(
+                f"not computed yet: {name} is not in the store {repo_relative(self.path)} "
+                "(`make book FILL=1` computes it)"
+            )
+        cpu, wall = time.process_time(), time.perf_counter()
+        value = compute()
+        record = {"key": key, "spec": spec, "value": value, "cpu_s": time.process_time() - cpu,
+                  "wall_s": time.perf_counter() - wall,
+                  "provenance": {"code": code_version(), "git_commit": git_commit(), "cpu": cpu_model()}}  # fmt: skip
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, f)
+        return value
+
     def __len__(self) -> int:
         return len(self.keys())
 
@@ -745,7 +775,9 @@ def tune(grids: dict[str, dict[str, RunConfig]], seeds, store, *, by: str = "val
 # ----------------------------------------------------------------------------- FeSEM §5.2
 
 
-def choose_k(cfg: RunConfig, fed: Federation, ks=(1, 2, 3, 4), sample: int = 100, rounds: int = 3) -> dict:
+def choose_k(
+    cfg: RunConfig, fed: Federation, ks=(1, 2, 3, 4), sample: int = 100, rounds: int = 3, store: Store | None = None
+) -> dict:
     """FeSEM §5.2: run FeSEM for a few ``rounds`` on ``sample`` random clients for every K in ``ks``.
 
     Returns ``{K: {"val_mean_acc": ..., "intra_distance": ...}}`` after the last round (the
@@ -753,20 +785,34 @@ def choose_k(cfg: RunConfig, fed: Federation, ks=(1, 2, 3, 4), sample: int = 100
     the validation accuracy).  The optimal k-means distance on *fixed* points falls as K grows
     (K = m makes it zero), so compare it for a knee, not a minimum; but each K here is its own
     short run whose points move, so the measured values need not fall monotonically.
+    ``store``: keep the scan there (:meth:`Store.derived`), keyed by the canonical config (``fed``
+    must be the federation that ``cfg`` builds), ``ks``, ``sample``, ``rounds`` and the torch threads.
     """
-    rng = np.random.default_rng(cfg.seed)
-    n = len(fed.clients)
-    ids = sorted(rng.choice(n, min(sample, n), replace=False).tolist())
-    sub = Federation(fed.ds, fed.partition.subset(ids), fed.device)
-    scores = {}
-    for k in ks:
-        c = dataclasses.replace(cfg, method="fesem", clients=len(ids), rounds=rounds, eval_every=rounds,
-                                checkpoint=None, options={**cfg.options, "centers": k})  # fmt: skip
-        last = {}
 
-        def grab(rnd, row, server, clients, last=last):
-            last.update(row, intra_distance=server.intra_distance())
+    def scan() -> dict:
+        rng = np.random.default_rng(cfg.seed)
+        n = len(fed.clients)
+        ids = sorted(rng.choice(n, min(sample, n), replace=False).tolist())
+        sub = Federation(fed.ds, fed.partition.subset(ids), fed.device)
+        scores = {}
+        for k in ks:
+            c = dataclasses.replace(cfg, method="fesem", clients=len(ids), rounds=rounds, eval_every=rounds,
+                                    checkpoint=None, options={**cfg.options, "centers": k})  # fmt: skip
+            last = {}
 
-        run(c, sub, on_round=grab)
-        scores[k] = {"val_mean_acc": last.get("val_mean_acc", float("nan")), "intra_distance": last["intra_distance"]}
-    return scores
+            def grab(rnd, row, server, clients, last=last):
+                last.update(row, intra_distance=server.intra_distance())
+
+            run(c, sub, on_round=grab)
+            scores[k] = {
+                "val_mean_acc": last.get("val_mean_acc", float("nan")),
+                "intra_distance": last["intra_distance"],
+            }
+        return scores
+
+    if store is None:
+        return scan()
+    spec = {"config": canonical(dataclasses.replace(cfg, method="fesem"), torch.get_num_threads()),
+            "ks": [int(k) for k in ks], "sample": int(sample), "rounds": int(rounds)}  # fmt: skip
+    value = store.derived("choose_k", spec, lambda: {str(k): v for k, v in scan().items()})
+    return {int(k): v for k, v in value.items()}

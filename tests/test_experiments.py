@@ -133,6 +133,26 @@ def test_a_read_only_store_computes_nothing_and_says_what_it_lacks(tmp_path, mon
     assert len(last["missing"]) == 2 and len(last["reused"]) == 2 and last["computed"] == []
 
 
+def test_a_derived_result_is_computed_once_and_a_read_only_store_lacks_it(tmp_path, monkeypatch):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"2": {"acc": 0.5}}
+
+    store = ex.Store(tmp_path)
+    assert store.derived("scan", {"k": [1, 2]}, compute) == {"2": {"acc": 0.5}}
+    assert store.derived("scan", {"k": [1, 2]}, compute) == {"2": {"acc": 0.5}} and len(calls) == 1  # read back
+    assert len(store) == 0  # not a run: sweeps, the replay check and the run count do not see it
+    log = tmp_path / "usage.jsonl"
+    monkeypatch.setenv("PFLBOOK_USAGE_LOG", str(log))
+    read_only = ex.Store(tmp_path, read_only=True)
+    assert read_only.derived("scan", {"k": [1, 2]}, compute) == {"2": {"acc": 0.5}}
+    with pytest.raises(ex.NotInStore, match="not computed yet: scan is not in the store"):
+        read_only.derived("scan", {"k": [1, 2, 3]}, compute)  # another spec: another result
+    assert len(calls) == 1 and len(json.loads(log.read_text().splitlines()[-1])["missing"]) == 1
+
+
 def test_make_book_reads_the_committed_store_without_filling_it(monkeypatch):
     from pflkit.profiles import COMMITTED, store_for
 

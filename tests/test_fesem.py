@@ -11,8 +11,8 @@ import torch
 from sklearn.metrics import adjusted_rand_score
 
 from pflkit.engine import build, derive_seed, run
-from pflkit.errors import PflkitError
-from pflkit.experiments import choose_k
+from pflkit.errors import NotInStore, PflkitError
+from pflkit.experiments import Store, choose_k
 from pflkit.federated import snapshot
 from pflkit.grouped import grouped_federation
 from pflkit.methods.fesem import e_step, kmeans, m_step, points
@@ -220,6 +220,18 @@ def test_choose_k_scores_every_k(tiny_fed):
     scores = choose_k(cfg, tiny_fed(cfg), ks=(1, 2), sample=4, rounds=1)
     assert set(scores) == {1, 2}
     assert all(0 <= s["val_mean_acc"] <= 1 and s["intra_distance"] >= 0 for s in scores.values())
+
+
+def test_choose_k_through_a_store_computes_once_and_gives_the_same_scan(tiny_fed, tmp_path):
+    cfg = tiny_config(method="fesem", clients=6, classes_per_client=2)
+    direct = choose_k(cfg, tiny_fed(cfg), ks=(1, 2), sample=4, rounds=1)
+    store = Store(tmp_path)
+    assert choose_k(cfg, tiny_fed(cfg), ks=(1, 2), sample=4, rounds=1, store=store) == direct
+    assert len(list((tmp_path / "derived").glob("choose_k-*.json"))) == 1
+    read_only = Store(tmp_path, read_only=True)  # read back, nothing computed
+    assert choose_k(cfg, tiny_fed(cfg), ks=(1, 2), sample=4, rounds=1, store=read_only) == direct
+    with pytest.raises(NotInStore):
+        choose_k(cfg, tiny_fed(cfg), ks=(1, 2), sample=4, rounds=2, store=read_only)
 
 
 def test_cli_runs_fesem(tmp_path):
