@@ -137,6 +137,19 @@ def test_shared_modules_use_one_set_of_weights_per_layer(tiny_fed):
     _, _, _, clients = build(cfg, tiny_fed(cfg))
     net = clients[0].model
     assert net.block(0, 2) is net.blocks[0][0] and net.block(1, 1) is net.blocks[1][0]
+    assert len(net.encoders) == len(net.pre_heads) == 1  # the n_1 = 2 encoders are one instance, pretrained as one
+    x = clients[0].data.split("train")[0][:4]
+    net.eval()
+    only_encoder_1 = torch.tensor([0.0, 1, 0, 1, 0, 1] + [1.0] * 6 + [1, 1])  # layer 1 reads encoder node 1 only
+    only_encoder_0 = torch.tensor([1.0, 0, 1, 0, 1, 0] + [1.0] * 6 + [1, 1])
+    assert net.n_paths == len(only_encoder_0)
+    assert torch.equal(net(x, only_encoder_0), net(x, only_encoder_1))  # both nodes carry the same encoder
+
+
+def test_without_sharing_every_encoder_node_has_its_own_encoder(tiny_fed):
+    cfg = cfg_(arch="2,3,2")
+    net = build(cfg, tiny_fed(cfg))[3][0].model
+    assert len(net.encoders) == 2 and net.encoders[0] is not net.encoders[1]
 
 
 def test_pretraining_then_routing_bytes_and_resume(tiny_fed, tmp_path):

@@ -57,7 +57,8 @@ round just trained (binary: the mode 1[Π > ½]).
 loss, so the router stays at its initialisation), ``decisions=softmax`` (each node's incoming
 paths are weighted by a softmax of the router's logits instead of binary decisions; every block
 is then active), ``anneal=0`` (the temperature never leaves ``tau_start``), ``shared_modules=1``
-(the blocks of a layer share the first block's weights).
+(the blocks of a layer share the first block's weights, and the n_1 encoders are one encoder,
+pretrained as one FedAvg model: the code appends the same pretrained instance n_1 times).
 """
 
 from __future__ import annotations
@@ -119,10 +120,11 @@ class ModularNet(nn.Module):
         body, head = template.body, template.head
         feat, n_classes = head.in_features, head.out_features
         self.arch, self.shared = list(arch), bool(shared)
-        self.encoders = nn.ModuleList(reinitialised(body, derive_seed(seed, 7, j)) for j in range(arch[0]))
+        n_enc = 1 if self.shared else arch[0]  # shared: one encoder feeds every node of layer 1
+        self.encoders = nn.ModuleList(reinitialised(body, derive_seed(seed, 7, j)) for j in range(n_enc))
         with torch.random.fork_rng(devices=[]):  # encoder j's own head while FedAvg pretrains it
             torch.manual_seed(derive_seed(seed, 11))
-            self.pre_heads = nn.ModuleList(nn.Linear(feat, n_classes) for _ in range(arch[0]))
+            self.pre_heads = nn.ModuleList(nn.Linear(feat, n_classes) for _ in range(n_enc))
         layers = []
         for li, n in enumerate(arch[1:], start=1):
             d_in = feat if li == 1 else hidden
@@ -181,6 +183,8 @@ class ModularNet(nn.Module):
     def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         mats = self.path_matrices(c)
         outs = [enc(x) for enc in self.encoders]  # eq. 1
+        if self.shared:  # the authors' code: one encoder instance in all n_1 places of layer 1
+            outs = outs * self.arch[0]
         alive = [True] * len(outs)
         for li, C in enumerate(mats):
             last = li == len(mats) - 1
@@ -540,7 +544,10 @@ register(
                 "relaxed (paper, eq. 5 in [0,1]), binary (straight-through) or softmax (authors' code)",
             ),
             "prune": (0.01, "relaxed decisions: a path weight below this is 0 (its block may be inactive)"),
-            "shared_modules": (0, "1: the blocks of a layer share one set of weights (the authors' code)"),
+            "shared_modules": (
+                0,
+                "1: the blocks of a layer share one set of weights, the encoders too (the authors' code)",
+            ),
             "force_paths": (0, "1: every path on in every round, no routing (FedAvg on the modular network)"),
         },
     )
