@@ -72,6 +72,47 @@ def test_all_paths_on_with_one_block_per_layer_is_a_fedavg_round(tiny_fed):
         assert torch.allclose(server_state[k], v, atol=1e-6), k
 
 
+def test_a_routed_round_with_every_path_on_is_a_fedavg_round(tiny_fed):
+    """The routed round itself (router and encoders first, the request, the active blocks, the block-wise
+    average), not force_paths: with every binary decision 1 it is FedAvg on the modular network."""
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.0, decisions="binary", dropout=0.0)
+    fed = tiny_fed(cfg)
+
+    def always_on(server, clients=None):  # a router that says "on" to every path: G = 20, so Π ≈ 1
+        for k in server.theta:
+            if k.startswith("router.h."):
+                server.theta[k] = torch.full_like(server.theta[k], 20.0 if k.endswith("bias") else 0.0)
+
+    _, _, server, clients = build(cfg, fed)
+    always_on(server)
+    start = copy.deepcopy(clients[0].model)
+    start.load_state_dict(server.theta)
+    by_hand = []
+    for c in clients:  # FedAvg: the same batches (after the decision's noise), plain SGD on the same network
+        net = copy.deepcopy(start)
+        c.generator.manual_seed(derive_seed(cfg.seed, 0, 3, c.cid))
+        torch.rand(net.n_paths, generator=c.generator)  # the noise of the round's decision (eq. 5)
+        opt = torch.optim.SGD([p for n, p in net.named_parameters() if not n.startswith("router.")], lr=cfg.lr,
+                              momentum=cfg.momentum)  # fmt: skip
+        for x, y in c.batches():
+            loss = F.cross_entropy(net(x, torch.ones(net.n_paths)), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        by_hand.append(({k: v for k, v in net.state_dict().items() if k.startswith(("encoders.", "blocks."))},
+                        c.data.n_train))  # fmt: skip
+    expected = weighted_average([s for s, _ in by_hand], [n for _, n in by_hand])
+    after = {}
+    run(
+        dataclasses_replace(cfg, rounds=1),
+        fed,
+        on_setup=always_on,
+        on_round=lambda r, row, s, cl: after.update(s.theta),
+    )
+    for k, v in expected.items():
+        assert torch.allclose(after[k], v, atol=1e-6), k
+
+
 server_state: dict = {}
 
 
