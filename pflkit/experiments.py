@@ -160,16 +160,21 @@ class Store:
     def derived(self, name: str, spec: dict, compute: Callable[[], dict]) -> dict:
         """A result that is not one run (e.g. FeSEM's §5.2 scan of K over short runs), kept as
         ``derived/<name>-<hash of spec>.json``: ``compute()`` runs only when the store lacks it,
-        and a read-only store raises :class:`NotInStore` instead.  ``spec`` (JSON-able) holds
-        everything that determines the result; the record keeps ``compute()``'s value and CPU time."""
+        and a read-only store raises :class:`NotInStore` instead; a stored result made by other kit
+        sources is reused only where runs would be (``reuse``).  ``spec`` (JSON-able) holds everything
+        that determines the result; the record keeps ``compute()``'s value and CPU time.  Such results
+        are not runs: the replay check and :func:`cpu_hours` do not see them."""
         blob = json.dumps(spec, sort_keys=True)
         key = f"{name}-{hashlib.sha1(blob.encode()).hexdigest()[:16]}"
         f = self.path / "derived" / f"{key}.json"
         if f.exists():
             try:
-                return json.loads(f.read_text())["value"]
+                record = json.loads(f.read_text())
+                record["value"], record["provenance"]  # noqa: B018
             except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
                 raise PflkitError(f"store file {f} is corrupt; delete it and run again to recompute it") from None
+            if self.usable(record):  # the store's reuse policy, as for runs
+                return record["value"]
         if self.read_only:
             _log_usage(self, {}, {}, missing={key: None})
             raise NotInStore(

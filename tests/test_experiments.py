@@ -151,6 +151,11 @@ def test_a_derived_result_is_computed_once_and_a_read_only_store_lacks_it(tmp_pa
     with pytest.raises(ex.NotInStore, match="not computed yet: scan is not in the store"):
         read_only.derived("scan", {"k": [1, 2, 3]}, compute)  # another spec: another result
     assert len(calls) == 1 and len(json.loads(log.read_text().splitlines()[-1])["missing"]) == 1
+    f = next((tmp_path / "derived").glob("scan-*.json"))  # made by other kit sources: recomputed where runs would be
+    record = json.loads(f.read_text())
+    f.write_text(json.dumps({**record, "provenance": {**record["provenance"], "code": "other"}}))
+    assert ex.Store(tmp_path, reuse="any").derived("scan", {"k": [1, 2]}, compute) and len(calls) == 1
+    assert ex.Store(tmp_path).derived("scan", {"k": [1, 2]}, compute) and len(calls) == 2
 
 
 def test_make_book_reads_the_committed_store_without_filling_it(monkeypatch):
