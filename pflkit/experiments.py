@@ -107,6 +107,14 @@ def code_version() -> str:
 code_version()  # now, at import: a long-lived process runs the sources it imported
 
 
+def _write_atomically(f: Path, record: dict) -> None:
+    """``record`` as JSON at ``f``, atomically: a kill never leaves half a record."""
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, f)
+
+
 class Store:
     """A folder of finished runs, one JSON file each (``<key>.json``).
 
@@ -148,11 +156,7 @@ class Store:
         return record
 
     def put(self, key: str, record: dict) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        f = self.file(key)
-        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, f)  # atomic: a kill never leaves half a record
+        _write_atomically(self.file(key), record)
 
     def keys(self) -> list[str]:
         return sorted(p.stem for p in self.path.glob("*.json")) if self.path.is_dir() else []
@@ -186,10 +190,7 @@ class Store:
         record = {"key": key, "spec": spec, "value": value, "cpu_s": time.process_time() - cpu,
                   "wall_s": time.perf_counter() - wall,
                   "provenance": {"code": code_version(), "git_commit": git_commit(), "cpu": cpu_model()}}  # fmt: skip
-        f.parent.mkdir(parents=True, exist_ok=True)
-        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, f)
+        _write_atomically(f, record)
         return value
 
     def __len__(self) -> int:
@@ -716,21 +717,34 @@ def arms_for(methods: Iterable[str], base: RunConfig, options: dict[str, dict] |
 # ----------------------------------------------------------------------------- tuning on validation
 
 
-def grid(label: str, cfg: RunConfig, **axes) -> dict[str, RunConfig]:
+def grid(label: str, cfg: RunConfig, options: dict | None = None, **axes) -> dict[str, RunConfig]:
     """Arms of a validation pilot: ``cfg`` at every combination of ``axes`` (each a RunConfig
     field, e.g. ``lr=[0.01, 0.05]``, or an option of the config's method, e.g.
-    ``alpha_lr=[0.1, 1.0]``), named ``"<label> · lr=0.01, alpha_lr=0.1"``."""
+    ``alpha_lr=[0.1, 1.0]``), named ``"<label> · lr=0.01, alpha_lr=0.1"``.  A name that is both a
+    field and an option (Per-FedAvg's ``alpha`` and the partition's Dirichlet ``alpha``) must say
+    which: ``options={"alpha": [...]}`` holds axes that are method options."""
     method = get_method(cfg.method)
     fields = {f.name for f in dataclasses.fields(RunConfig)}
+    options = dict(options or {})
+    for name in options:
+        if name not in method.options:
+            raise PflkitError(f"{name!r} is not an option of {cfg.method}")
     for name in axes:
         if name not in fields and name not in method.options:
             raise PflkitError(f"{name!r} is neither a RunConfig field nor an option of {cfg.method}")
+        if name in fields and name in method.options:
+            raise PflkitError(
+                f"{name!r} is a RunConfig field and an option of {cfg.method}: pass options={{{name!r}: ...}}"
+            )
+        if name in options:
+            raise PflkitError(f"{name!r} is given twice")
     arms = {}
-    names = list(axes)
-    for values in itertools.product(*(axes[n] for n in names)):
+    names = list(axes) + list(options)
+    as_option = {n for n in axes if n not in fields} | set(options)
+    for values in itertools.product(*(axes.get(n, options.get(n)) for n in names)):
         setting = dict(zip(names, values))
-        opts = {**cfg.options, **{k: v for k, v in setting.items() if k not in fields}}
-        c = dataclasses.replace(cfg, options=opts, **{k: v for k, v in setting.items() if k in fields})
+        opts = {**cfg.options, **{k: v for k, v in setting.items() if k in as_option}}
+        c = dataclasses.replace(cfg, options=opts, **{k: v for k, v in setting.items() if k not in as_option})
         arms[
             f"{label} · " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in setting.items())
         ] = c

@@ -439,6 +439,13 @@ def test_grid_and_tune_choose_on_validation(tmp_path):
     assert g["FedProx · lr=0.05, mu=0.1"].lr == 0.05 and g["FedProx · lr=0.05, mu=0.1"].options == {"mu": 0.1}
     with pytest.raises(PflkitError, match="neither"):
         ex.grid("FedProx", base, nope=[1])
+    # a name that is both a field and an option (Per-FedAvg's alpha, the partition's Dirichlet alpha) must say which
+    per = tiny_config(method="perfedavg", rounds=2, partition="dirichlet", alpha=0.5)
+    with pytest.raises(PflkitError, match="RunConfig field and an option"):
+        ex.grid("Per-FedAvg", per, alpha=[0.01])
+    a = ex.grid("Per-FedAvg", per, lr=[0.05], options={"alpha": [0.003, 0.03]})
+    assert list(a) == ["Per-FedAvg · lr=0.05, alpha=0.003", "Per-FedAvg · lr=0.05, alpha=0.03"]
+    assert {c.options["alpha"] for c in a.values()} == {0.003, 0.03} and {c.alpha for c in a.values()} == {0.5}
     grids = {"FedProx": g, "Local": ex.grid("Local", tiny_config(method="local", rounds=2), lr=[0.001, 0.01, 0.05])}
     t = ex.tune(grids, [0, 1], tmp_path, workers=1, progress=False)
     for label, arms in grids.items():

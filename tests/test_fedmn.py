@@ -49,23 +49,32 @@ def test_paths_and_eq13(tiny_fed):
     assert torch.equal(net(x, c2), torch.zeros(5, 10))  # nothing reaches the output
 
 
-def test_all_paths_on_with_one_block_per_layer_is_a_fedavg_round(tiny_fed):
-    cfg = cfg_(arch="1,1,1", force_paths=1, dropout=0.0)
-    fed = tiny_fed(cfg)
-    _, _, server, clients = build(cfg, fed)
-    start = copy.deepcopy(clients[0].model)
+def fedavg_round_by_hand(cfg, clients, start, decision_noise=False):
+    """Round 0 of FedAvg on the modular network with every path on, by hand: each client from ``start``, the
+    engine's batches (after the decision's noise draw, eq. 5, when the round routes), plain SGD on everything but
+    the router; then the size-weighted average of everything but the router."""
     by_hand = []
-    for c in clients:  # FedAvg: the same batches, plain SGD on the same network
+    for c in clients:
         net = copy.deepcopy(start)
         c.generator.manual_seed(derive_seed(cfg.seed, 0, 3, c.cid))
-        opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+        if decision_noise:
+            torch.rand(net.n_paths, generator=c.generator)
+        opt = torch.optim.SGD([p for n, p in net.named_parameters() if not n.startswith("router.")], lr=cfg.lr,
+                              momentum=cfg.momentum)  # fmt: skip
         for x, y in c.batches():
             loss = F.cross_entropy(net(x, torch.ones(net.n_paths)), y)
             opt.zero_grad()
             loss.backward()
             opt.step()
         by_hand.append(({k: v for k, v in net.state_dict().items() if not k.startswith("router.")}, c.data.n_train))
-    expected = weighted_average([s for s, _ in by_hand], [n for _, n in by_hand])
+    return weighted_average([s for s, _ in by_hand], [n for _, n in by_hand])
+
+
+def test_all_paths_on_with_one_block_per_layer_is_a_fedavg_round(tiny_fed):
+    cfg = cfg_(arch="1,1,1", force_paths=1, dropout=0.0)
+    fed = tiny_fed(cfg)
+    _, _, server, clients = build(cfg, fed)
+    expected = fedavg_round_by_hand(cfg, clients, copy.deepcopy(clients[0].model))
     ran = run(dataclasses_replace(cfg, rounds=1), fed, on_round=lambda r, row, s, cl: server_state.update(s.theta))
     assert ran["history"]
     for k, v in expected.items():
@@ -87,21 +96,7 @@ def test_a_routed_round_with_every_path_on_is_a_fedavg_round(tiny_fed):
     always_on(server)
     start = copy.deepcopy(clients[0].model)
     start.load_state_dict(server.theta)
-    by_hand = []
-    for c in clients:  # FedAvg: the same batches (after the decision's noise), plain SGD on the same network
-        net = copy.deepcopy(start)
-        c.generator.manual_seed(derive_seed(cfg.seed, 0, 3, c.cid))
-        torch.rand(net.n_paths, generator=c.generator)  # the noise of the round's decision (eq. 5)
-        opt = torch.optim.SGD([p for n, p in net.named_parameters() if not n.startswith("router.")], lr=cfg.lr,
-                              momentum=cfg.momentum)  # fmt: skip
-        for x, y in c.batches():
-            loss = F.cross_entropy(net(x, torch.ones(net.n_paths)), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        by_hand.append(({k: v for k, v in net.state_dict().items() if k.startswith(("encoders.", "blocks."))},
-                        c.data.n_train))  # fmt: skip
-    expected = weighted_average([s for s, _ in by_hand], [n for _, n in by_hand])
+    expected = fedavg_round_by_hand(cfg, clients, start, decision_noise=True)
     after = {}
     run(
         dataclasses_replace(cfg, rounds=1),
