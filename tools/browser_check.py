@@ -144,7 +144,12 @@ def check_report(d, html: Path) -> list[str]:
     if not page.exists():
         return ["book/report.html: the execution report page is missing"]
     d.get(page.as_uri())
-    rows = d.execute_script("return Array.from(document.querySelectorAll('tr')).map(r => r.innerText)")
+    script = "return Array.from(document.querySelectorAll('tr')).map(r => r.innerText)"
+    deadline = time.monotonic() + 15  # the table's text can arrive after get() returns (seen once in CI: no rows)
+    rows = d.execute_script(script)
+    while not any(".ipynb" in r for r in rows) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        rows = d.execute_script(script)
     problems = []
     for ch in chapters():
         row = next((r for r in rows if f"{ch}.ipynb" in r), None)
