@@ -2,7 +2,8 @@
 
 The ``book`` profile reads its runs from ``results/<chapter>/`` whatever kit sources made them
 (:func:`pflkit.profiles.store_for`).  ``make test`` therefore re-runs the first
-:data:`REPLAY_ROUNDS` rounds (on through the first evaluated round) of a sample of stored runs, from each run's stored config and with
+:data:`REPLAY_ROUNDS` rounds (on through the first evaluated round where that is cheap: :func:`replay_rounds`) of a
+sample of stored runs, from each run's stored config and with
 its recorded torch thread count, and compares them with what the run recorded:
 
 * every round's mean training loss (``round_loss``: a fingerprint of the whole training
@@ -36,6 +37,7 @@ REPLAY_ROUNDS = 2
 LOSS_RTOL = 1e-3  # elsewhere: relative tolerance on losses
 ACC_ATOL = 0.01  # elsewhere: absolute tolerance on accuracies (1 point)
 ACC_FIELDS = ("mean_acc", "pooled_acc", "macro_f1", "micro_f1")
+REPLAY_TRAIN_S = 60.0  # the most recorded training seconds a replay spends to reach a run's first evaluation
 
 
 def config_of(record: dict) -> RunConfig:
@@ -79,7 +81,7 @@ def replay(record: dict, rounds: int = REPLAY_ROUNDS) -> list[str]:
         return ["it records no per-round training loss (made before the replay check existed)"]
     cfg = config_of(record)
     exact = exact_expected(record)
-    rounds = replay_rounds(cfg, rounds, exact)
+    rounds = replay_rounds(cfg, rounds, exact, train_s=_train_s(record))
     threads = int(record.get("canonical", {}).get("threads") or record["provenance"].get("threads", 1))
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -105,16 +107,26 @@ def replay(record: dict, rounds: int = REPLAY_ROUNDS) -> list[str]:
     return problems
 
 
-def replay_rounds(cfg: RunConfig, rounds: int = REPLAY_ROUNDS, exact: bool = True) -> int:
+def replay_rounds(cfg: RunConfig, rounds: int = REPLAY_ROUNDS, exact: bool = True, train_s: float | None = None) -> int:
     """On the machine kind that made the run (``exact``): the first ``rounds`` rounds and on
     through the first evaluated round, so that the evaluation is compared too (a pFedHN run
-    evaluated every 50 rounds replays 50).  Elsewhere only the first ``rounds``: the last-bit
+    evaluated every 50 rounds replays 50), unless reaching it would cost more than
+    :data:`REPLAY_TRAIN_S` of the run's recorded training time (``train_s`` for all its rounds):
+    a pilot run evaluated only at its end would replay whole, and the test suite's time would
+    grow with the store.  Those, and every run elsewhere, replay the first ``rounds``, whose
+    losses fingerprint the whole training state.  Elsewhere only those: the last-bit
     differences between CPUs grow with every round (a pFedHN-PC run made on an Intel Xeon left
     the loss tolerance after 7 of its 50 rounds on an AMD EPYC), so a longer replay there would
     call a sound run stale."""
-    if not exact:
-        return min(rounds, cfg.rounds)
-    return min(max(rounds, cfg.eval_every), cfg.rounds)
+    first = min(rounds, cfg.rounds)
+    through_eval = min(max(rounds, cfg.eval_every), cfg.rounds)
+    if not exact or (train_s is not None and train_s * through_eval / cfg.rounds > REPLAY_TRAIN_S):
+        return first
+    return through_eval
+
+
+def _train_s(record: dict) -> float | None:
+    return record.get("timing", {}).get("train_s")
 
 
 def commit_seed() -> int:
@@ -154,7 +166,7 @@ def check(path, k: int = 3, seed: int | None = None, rounds: int = REPLAY_ROUNDS
             )
         else:
             log(
-                f"{f}: first {replay_rounds(config_of(record), rounds, exact_expected(record))} round(s) replay ({where})"
+                f"{f}: first {replay_rounds(config_of(record), rounds, exact_expected(record), _train_s(record))} round(s) replay ({where})"
             )
     return stale
 

@@ -159,6 +159,8 @@ def test_replay_runs_through_the_first_evaluation():
     assert replay.replay_rounds(dataclasses.replace(cfg, eval_every=1)) == 2
     assert replay.replay_rounds(dataclasses.replace(cfg, rounds=1)) == 1
     assert replay.replay_rounds(cfg, exact=False) == 2  # elsewhere: the first rounds only
+    assert replay.replay_rounds(cfg, train_s=100.0) == 50  # 50 of 100 rounds: 50 s of training
+    assert replay.replay_rounds(cfg, train_s=200.0) == 2  # 100 s to the first evaluation: the first rounds only
 
 
 def test_grad_clip_bounds_every_local_step(tiny_fed):
