@@ -791,6 +791,44 @@ def tune(grids: dict[str, dict[str, RunConfig]], seeds, store, *, by: str = "val
     return Tuning(result, grids, by, chosen)
 
 
+def tune_axis(
+    configs: dict[str, RunConfig],
+    axis: str,
+    values,
+    seeds,
+    store,
+    *,
+    by: str = "val_mean_acc",
+    extend: int = 1,
+    **sweep_kw,
+) -> Tuning:
+    """The pilot of one numeric axis (``lr``, say) for every ``{label: config}``, with the edge rule.
+
+    Every label starts on the same ``values``.  Where a label's choice is an end of a grid of three
+    or more values, that label's grid gains the next value past that end, one geometric step (the
+    ratio of the two values at that end, rounded to one significant digit), and the pilot chooses
+    again; at most ``extend`` steps per label.  A choice at the edge is thus either confirmed by a
+    worse value beyond it, or moves outward; one still at the edge after ``extend`` steps is
+    flagged by :meth:`Tuning.table`.  Runs already made are read back from ``store``."""
+    values = sorted(values)
+    grids_values = {label: list(values) for label in configs}
+    for step in range(extend + 1):
+        t = tune({label: grid(label, cfg, **{axis: grids_values[label]}) for label, cfg in configs.items()}, seeds,
+                 store, by=by, **sweep_kw)  # fmt: skip
+        grown = False
+        for label, v in grids_values.items():
+            i = list(t.grids[label]).index(t.chosen[label])
+            if step == extend or len(v) < 3 or 0 < i < len(v) - 1:
+                continue
+            nxt = v[-1] * v[-1] / v[-2] if i == len(v) - 1 else v[0] * v[0] / v[1]
+            nxt = float(f"{nxt:.1g}")
+            v.insert(len(v) if i else 0, nxt)
+            grown = True
+        if not grown:
+            break
+    return t
+
+
 # ----------------------------------------------------------------------------- FeSEM §5.2
 
 

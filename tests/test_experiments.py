@@ -458,3 +458,28 @@ def test_grid_and_tune_choose_on_validation(tmp_path):
     assert (edge["at the grid's edge"] == "yes").sum() == (t.chosen["Local"] != "Local · lr=0.01")
     with pytest.raises(PflkitError, match="validation"):
         ex.tune(grids, [0], tmp_path, by="mean_acc")
+
+
+def test_tune_axis_grows_a_grid_past_the_end_its_choice_sits_at(tmp_path):
+    configs = {"Local": tiny_config(method="local", rounds=2), "FedAvg": tiny_config(method="fedavg", rounds=2)}
+    values = [0.001, 0.003, 0.01]  # all small for these tiny problems: the choice sits at the top
+    first = ex.tune({k: ex.grid(k, c, lr=values) for k, c in configs.items()}, [0, 1], tmp_path, workers=1,
+                    progress=False)  # fmt: skip
+    t = ex.tune_axis(configs, "lr", values, [0, 1], tmp_path, extend=2, workers=1, progress=False)
+    for label in configs:
+        lrs = [c.lr for c in t.grids[label].values()]
+        assert lrs[:3] == values or lrs[-3:] == values  # the grid grew at one end only
+        if first.chosen[label] == f"{label} · lr=0.01":
+            assert lrs[3:] and lrs[3] == 0.03  # 0.01 × (0.01 / 0.003), one significant digit
+        if first.chosen[label] == f"{label} · lr=0.003":
+            assert lrs == values  # an interior choice: nothing added
+        assert len(lrs) <= len(values) + 2  # at most `extend` steps
+        means = {a: t.result.values(a, "val_mean_acc").mean() for a in t.grids[label]}
+        assert t.chosen[label] == max(means, key=means.get)
+        i = list(t.grids[label]).index(t.chosen[label])
+        assert 0 < i < len(lrs) - 1 or len(lrs) == len(values) + 2  # an edge choice only once the steps ran out
+    grown = ex.tune_axis(configs, "lr", [0.001, 0.01], [0], tmp_path, workers=1, progress=False)
+    assert all(len(g) == 2 for g in grown.grids.values())  # two values: no edge to grow past
+    low = ex.tune_axis({"Local": configs["Local"]}, "lr", [1.0, 3.0, 10.0], [0], tmp_path, extend=1, workers=1,
+                       progress=False)  # fmt: skip
+    assert [c.lr for c in low.grids["Local"].values()][0] in (0.3, 1.0)  # grows downward from a choice at the bottom
