@@ -108,6 +108,20 @@ def test_c_gradient_matches_finite_differences():
     assert kl(soft[0], soft[0]).item() == pytest.approx(0.0, abs=1e-12)
 
 
+def test_c_objective_sums_the_kl_over_the_public_batch_as_eq_2():
+    g = torch.Generator().manual_seed(2)
+    soft = torch.softmax(torch.randn(3, 7, 4, generator=g, dtype=torch.float64), dim=2)  # 3 clients, 7 samples
+    c = torch.softmax(torch.randn(3, 3, generator=g, dtype=torch.float64), dim=0)
+    w = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
+    by_hand = 0.0
+    for n in range(3):
+        for b in range(7):
+            t = sum(c[m, n] * soft[m, b] for m in range(3))  # t_n(x̂_b) = Σ_m c_mn s_m(x̂_b)
+            by_hand += w[n] * (t * (t / soft[n, b]).log()).sum()
+    assert c_objective(c, soft, w).item() == pytest.approx(by_hand.item(), rel=1e-12)
+    assert c_objective(c, soft, w, "mean").item() == pytest.approx(by_hand.item() / 7, rel=1e-12)
+
+
 def test_a_whole_c_step_is_eq_7_with_the_implicit_pull_then_the_projection():
     g = torch.Generator().manual_seed(1)
     soft = torch.softmax(torch.randn(3, 6, 4, generator=g, dtype=torch.float64), dim=2)

@@ -29,6 +29,10 @@ Choices where the paper is silent or ambiguous (the chapter lists them):
     softmaxes each row instead).  The ρ term is taken implicitly (a proximal step,
     c ← (c − η₃λ∇ + 2η₃ρ/N) / (1 + 2η₃ρ)): the same to first order in η₃, stable for any ρ, and
     ρ → ∞ keeps c at 1/N.
+  * Eq. 7's data term sums the KL over the round's public batch, as eq. 2 writes it (Σ_x̂ ∈ D_r);
+    the batch mean (option ``c_kl=mean``) would shrink it by |ξ_r| against ρ's term, and with
+    |ξ_r| = 1000 c then stays within a few thousandths of 1/N.  η₃ sets how fast c moves; where
+    it goes is the fixed point of the implicit step, λ∇ + 2ρ(c − 1/N) = 0 (before the projection).
   * Eq. 6 carries λ as eq. 2's gradient does (η₂λ∇KL), so λ = 0 leaves the private training alone:
     KT-pFL is then Local.  The distillation loss is the batch-mean KL at temperature T, without
     Hinton's T² factor (the paper writes none); it uses its own SGD (lr ``distill_lr``, default
@@ -68,9 +72,11 @@ def soft_predictions(model, x: torch.Tensor, temperature: float, chunk: int = 10
     return torch.cat(out) if out else x.new_zeros(0, 0)
 
 
-def kl(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """Batch-mean KL(p ‖ q) of rows of probabilities (p the teacher, q the student)."""
-    return (p * (torch.log(p.clamp_min(EPS)) - torch.log(q.clamp_min(EPS)))).sum(1).mean()
+def kl(p: torch.Tensor, q: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """KL(p ‖ q) of rows of probabilities (p the teacher, q the student), averaged over the rows
+    (``mean``) or summed (``sum``: eq. 2's Σ_x̂)."""
+    rows = (p * (torch.log(p.clamp_min(EPS)) - torch.log(q.clamp_min(EPS)))).sum(1)
+    return rows.sum() if reduction == "sum" else rows.mean()
 
 
 def teachers(c: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
@@ -78,10 +84,11 @@ def teachers(c: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
     return torch.einsum("mn,mbc->nbc", c, soft)
 
 
-def c_objective(c: torch.Tensor, soft: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Σ_n D_n/D KL(t_n(c) ‖ s_n): the data term of eq. 7 (λ outside) on the round's clients."""
+def c_objective(c: torch.Tensor, soft: torch.Tensor, weights: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+    """Σ_n D_n/D Σ_x̂ KL(t_n(c, x̂) ‖ s_n(x̂)): the data term of eq. 7 (λ outside) on the round's
+    clients, summed over the public batch as eq. 2 writes it (``reduction="mean"``: averaged)."""
     t = teachers(c, soft)
-    return sum(w * kl(t[n], soft[n]) for n, w in enumerate(weights))
+    return sum(w * kl(t[n], soft[n], reduction) for n, w in enumerate(weights))
 
 
 def project_columns(c: torch.Tensor) -> torch.Tensor:
@@ -124,9 +131,9 @@ def implicit_step(c, objective, lr, rho, n_clients) -> torch.Tensor:
     return project_columns(new)
 
 
-def c_step(c, soft, weights, lam, lr, rho, n_clients) -> torch.Tensor:
+def c_step(c, soft, weights, lam, lr, rho, n_clients, reduction="sum") -> torch.Tensor:
     """One eq. 7 step on the sub-matrix of the round's clients (``c`` M × M)."""
-    return implicit_step(c, lambda c: lam * c_objective(c, soft, weights), lr, rho, n_clients)
+    return implicit_step(c, lambda c: lam * c_objective(c, soft, weights, reduction), lr, rho, n_clients)
 
 
 class KTpFLServer(Server):
@@ -181,7 +188,8 @@ class KTpFLServer(Server):
         n = torch.tensor([float(uploads[m]["n"]) for m in ids], dtype=torch.float64)
         sub = self.c[ids][:, ids]
         sub = sub / sub.sum(0, keepdim=True).clamp_min(EPS)  # the teacher's weights this round
-        new = c_step(sub, soft, n / n.sum(), self.opt["lam"], self.opt["c_lr"], self.opt["rho"], len(ids))  # eq. 7
+        lam, lr, rho = self.opt["lam"], self.opt["c_lr"], self.opt["rho"]
+        new = c_step(sub, soft, n / n.sum(), lam, lr, rho, len(ids), self.opt["c_kl"])  # eq. 7
         mass = self.c[ids][:, ids].sum(0, keepdim=True)  # keep the weight the round's clients held in each column
         self.c[torch.tensor(ids)[:, None], torch.tensor(ids)[None, :]] = new * mass
 
@@ -235,6 +243,8 @@ def check_options(opts) -> None:
         raise PflkitError(f"coefficients must be one of {', '.join(COEFFICIENTS)}, not {opts['coefficients']!r}")
     if opts["T"] <= 0:
         raise PflkitError(f"KT-pFL's temperature T must be > 0, got {opts['T']}")
+    if opts.get("c_kl", "sum") not in ("sum", "mean"):
+        raise PflkitError(f"c_kl must be sum or mean, not {opts['c_kl']!r}")
     if opts["similarity"] not in ("shifted", "plain"):
         raise PflkitError(f"similarity must be shifted or plain, not {opts['similarity']!r}")
 
@@ -261,6 +271,11 @@ OPTIONS = {
 def variant(name: str, summary: str, paper: str, coefficients: str) -> Method:
     opts = dict(OPTIONS)
     opts["coefficients"] = (coefficients, OPTIONS["coefficients"][1])
+    if coefficients == "learned":  # only KT-pFL learns c
+        opts["c_kl"] = (
+            "sum",
+            "eq. 7's KL over the public batch: sum (eq. 2's Σ_x̂; the pull of ρ is then on the paper's scale) or mean",
+        )
     return register(Method(name, KTpFLServer, KTpFLClient, summary, paper, options=opts, client_arch=client_arch))
 
 
