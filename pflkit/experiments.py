@@ -763,6 +763,15 @@ class Tuning:
     def config(self, label: str) -> RunConfig:
         return self.grids[label][self.chosen[label]]
 
+    def ranked(self, label: str) -> list[RunConfig]:
+        """The label's pilot configs from the best mean validation metric down; an arm that diverged on
+        some seed is left out."""
+        f = self.result.finals()
+        f = f[f.arm.isin(list(self.grids[label]))]
+        lost = f.groupby("arm").diverged.any()
+        means = f.groupby("arm")[self.by].mean()[~lost].sort_values(ascending=False, kind="stable")
+        return [self.grids[label][a] for a in means.index]
+
     def table(self) -> pd.DataFrame:
         """Every pilot arm: the validation metric (mean ± 95 % CI over seeds), whether it was
         chosen, and whether a chosen value sits at the edge of a one-axis grid (a wider grid might
@@ -827,6 +836,48 @@ def tune_axis(
         if not grown:
             break
     return t
+
+
+def sweep_stable(
+    arms: dict[str, RunConfig],
+    seeds,
+    store,
+    pilots: dict[str, tuple[Tuning, str]],
+    *,
+    axis: str = "lr",
+    **sweep_kw,
+) -> tuple[SweepResult, dict[str, str]]:
+    """:func:`sweep`, with one fallback for an arm whose run diverged on some seed.
+
+    A pilot of a few rounds can choose a value (a learning rate) at which a longer run diverges.
+    Such an arm runs again, on every seed, at the best value of ``axis`` below the one that
+    diverged in its pilot's validation ranking (``pilots``: ``{arm: (tuning, label)}``), and that
+    run stands for the arm; if it diverges too, it is reported as it is.  The rule reads training
+    stability and validation only, and applies to every arm in ``pilots`` alike.  Returns the result
+    and, per arm that fell back, a note saying what diverged and what replaced it."""
+    result = sweep(arms, seeds, store, **sweep_kw)
+    moved, notes = {}, {}
+    for name, cfg in arms.items():
+        if name not in pilots:
+            continue
+        lost = result.values(name, "diverged").astype(bool)
+        if not lost.any():
+            continue
+        tuning, label = pilots[name]
+        value = getattr(cfg, axis)
+        below = [getattr(c, axis) for c in tuning.ranked(label) if getattr(c, axis) < value]
+        where = f"{axis} {value:g} diverged on seed(s) {', '.join(str(s) for s in lost[lost].index)}"
+        if not below:
+            notes[name] = f"{where}; the pilot has no smaller value to fall back to"
+            continue
+        moved[name] = dataclasses.replace(cfg, **{axis: below[0]})
+        notes[name] = f"{where}: every seed runs at {axis} {below[0]:g}, the pilot's best smaller value"
+    if not moved:
+        return result, notes
+    again = sweep(moved, seeds, store, **sweep_kw)
+    records = {k: v for k, v in result.records.items() if k[0] not in moved} | again.records
+    merged = SweepResult(records, list(arms), seeds, result.computed + again.computed, result.reused + again.reused)
+    return merged, notes
 
 
 # ----------------------------------------------------------------------------- FeSEM §5.2

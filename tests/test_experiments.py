@@ -293,6 +293,21 @@ def test_a_diverged_run_is_stored_never_chosen_and_not_replayed(tmp_path):
         ex.tune({"FedAvg": {"x": grid["FedAvg · lr=1e+12"]}}, [0], tmp_path, workers=1, progress=False)
 
 
+def test_an_arm_that_diverges_falls_back_to_its_pilots_best_smaller_value(tmp_path):
+    pilot = ex.tune({"FedAvg": ex.grid("FedAvg", tiny_config(rounds=2), lr=[0.01, 0.05, 1e12])}, [0, 1], tmp_path,
+                    workers=1, progress=False)  # fmt: skip
+    best_stable = pilot.ranked("FedAvg")[0].lr
+    assert [c.lr for c in pilot.ranked("FedAvg")] in ([0.01, 0.05], [0.05, 0.01])  # 1e12 diverged: left out
+    arms = {"FedAvg": tiny_config(rounds=3, lr=1e12), "Local": tiny_config(method="local", rounds=3)}
+    res, notes = ex.sweep_stable(arms, [0, 1], tmp_path, {"FedAvg": (pilot, "FedAvg"), "Local": (pilot, "FedAvg")},
+                                 workers=1, progress=False)  # fmt: skip
+    assert {res["FedAvg", s]["config"]["lr"] for s in (0, 1)} == {best_stable}  # every seed at the fallback
+    assert not res.values("FedAvg", "diverged").any() and list(notes) == ["FedAvg"]
+    assert "lr 1e+12 diverged on seed(s) 0, 1" in notes["FedAvg"]
+    plain = ex.sweep({"Local": arms["Local"]}, [0, 1], tmp_path, workers=1, progress=False)
+    assert res["Local", 0] == plain["Local", 0]  # an arm that held is untouched
+
+
 def test_claims_and_paper_tables(tmp_path):
     res = ex.sweep(arms(), [0, 1, 2], tmp_path, workers=1, progress=False)
     d = res.paired("Local", "FedAvg")
