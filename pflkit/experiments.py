@@ -637,17 +637,25 @@ class SweepResult:
 
     def select(self, arms: Iterable[str], by: str = "val_mean_acc") -> str:
         """The arm with the best mean validation metric over seeds (never a test metric)."""
+        arms = list(arms)
+        ranking = self.ranked(arms, by)
+        if not ranking:
+            raise PflkitError(f"every arm diverged on some seed ({', '.join(arms)}): lower the learning rates")
+        return ranking[0]
+
+    def ranked(self, arms: Iterable[str], by: str = "val_mean_acc") -> list[str]:
+        """``arms`` from the best mean validation metric over seeds down; an arm that diverged on a
+        seed is left out (it is never chosen)."""
         if not by.startswith("val_"):
             raise PflkitError(f"choices are made on validation metrics (val_...), not on {by!r}")
-        arms = list(arms)
         f = self.finals()
-        f = f[f.arm.isin(arms)]
-        lost = f.groupby("arm").diverged.any()  # an arm that diverged on a seed is never chosen
+        f = f[f.arm.isin(list(arms))]
+        lost = f.groupby("arm").diverged.any()
         if lost.all():
-            raise PflkitError(f"every arm diverged on some seed ({', '.join(arms)}): lower the learning rates")
+            return []
         if by not in f.columns:
             raise PflkitError(f"no runs report {by}: give the clients a validation split (val_fraction > 0)")
-        return str(f.groupby("arm")[by].mean()[~lost].idxmax())
+        return [str(a) for a in f.groupby("arm")[by].mean()[~lost].sort_values(ascending=False, kind="stable").index]
 
 
 def cpu_hours(*results: SweepResult) -> tuple[int, float]:
@@ -764,13 +772,8 @@ class Tuning:
         return self.grids[label][self.chosen[label]]
 
     def ranked(self, label: str) -> list[RunConfig]:
-        """The label's pilot configs from the best mean validation metric down; an arm that diverged on
-        some seed is left out."""
-        f = self.result.finals()
-        f = f[f.arm.isin(list(self.grids[label]))]
-        lost = f.groupby("arm").diverged.any()
-        means = f.groupby("arm")[self.by].mean()[~lost].sort_values(ascending=False, kind="stable")
-        return [self.grids[label][a] for a in means.index]
+        """The label's pilot configs from the best mean validation metric down (diverged ones left out)."""
+        return [self.grids[label][a] for a in self.result.ranked(self.grids[label], self.by)]
 
     def table(self) -> pd.DataFrame:
         """Every pilot arm: the validation metric (mean ± 95 % CI over seeds), whether it was

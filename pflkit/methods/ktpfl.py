@@ -30,8 +30,8 @@ Choices where the paper is silent or ambiguous (the chapter lists them):
     c ← (c − η₃λ∇ + 2η₃ρ/N) / (1 + 2η₃ρ)): the same to first order in η₃, stable for any ρ, and
     ρ → ∞ keeps c at 1/N.
   * Eq. 7's data term sums the KL over the round's public batch, as eq. 2 writes it (Σ_x̂ ∈ D_r);
-    the batch mean (option ``c_kl=mean``) would shrink it by |ξ_r| against ρ's term, and with
-    |ξ_r| = 1000 c then stays within a few thousandths of 1/N.  η₃ sets how fast c moves; where
+    the batch mean (option ``c_kl=mean``) would shrink it by |ξ_r| against ρ's term (with
+    |ξ_r| = 1000 an earlier fill measured c within a few thousandths of 1/N).  η₃ sets how fast c moves; where
     it goes is the fixed point of the implicit step, λ∇ + 2ρ(c − 1/N) = 0 (before the projection).
   * Eq. 6 carries λ as eq. 2's gradient does (η₂λ∇KL), so λ = 0 leaves the private training alone:
     KT-pFL is then Local.  The distillation loss is the batch-mean KL at temperature T, without
