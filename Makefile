@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: book test install data lint format lab unit notebooks benchmark clean
+.PHONY: book test nbval install data lint format lab unit notebooks benchmark clean
 
 install: $(STAMP)
 
@@ -30,17 +30,24 @@ FILL ?= 0
 book: data
 	PFLBOOK_PROFILE=book PFLBOOK_FRESH=$(FRESH) $(PY) tools/build_book.py --profile book $(if $(filter 1,$(FILL)),--fill,)
 
-# Unit tests, the replay check of the committed store, every chapter at the `smoke` profile
-# (papermill), nbval on the regression cells, a -W book build of the smoke outputs, and the
-# browser check of every built page.
+# Unit tests and every chapter executed once at the `smoke` profile (papermill; a sample of each
+# chapter's runs then recomputed whole, identical), the replay check of the committed store, a
+# -W book build of the smoke outputs, and the browser check of every built page; each step's time.
+timed = @s=$$(date +%s); $(2); rc=$$?; echo "[make test] $(1): $$(( $$(date +%s) - s )) s"; exit $$rc
+
 test: data
-	$(PY) -m ruff check .
-	PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider --durations=20 tests
-	$(PY) -m pflkit replay  # re-run the first rounds of 3 committed runs per chapter, sampled by commit
-	rm -rf $(CURDIR)/_build/store-nbval  # nbval re-executes the chapters from an empty store: it recomputes, not reads back
+	$(call timed,lint,$(PY) -m ruff check .)
+	$(call timed,pytest (units and chapters at smoke),PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider --durations=25 tests)
+	$(call timed,replay check,$(PY) -m pflkit replay)
+	$(call timed,book build,PFLBOOK_PROFILE=smoke $(PY) tools/build_book.py --profile smoke --no-execute)
+	$(call timed,browser check,$(PY) tools/browser_check.py _build/smoke/_build/html)
+
+# nbval on the chapters' regression cells: a second execution of every chapter from an empty
+# store, its marked outputs compared with the first's (minutes; make test recomputes a sample of
+# each chapter's runs instead).
+nbval: data
+	rm -rf $(CURDIR)/_build/store-nbval
 	PFLBOOK_PROFILE=smoke PFLBOOK_STORE_ROOT=$(CURDIR)/_build/store-nbval $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env _build/smoke/stage/book
-	PFLBOOK_PROFILE=smoke $(PY) tools/build_book.py --profile smoke --no-execute
-	$(PY) tools/browser_check.py _build/smoke/_build/html  # headless Chromium, offline: math, images, errors, report
 
 unit: $(STAMP)
 	$(PY) -m pytest -q -m "not notebooks" tests

@@ -90,9 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("replay", help="re-run the first rounds of a sample of stored runs and compare")
     rp.add_argument("stores", nargs="*", help="store folders (default: every chapter's under results/)")
-    rp.add_argument("--sample", type=int, default=3, help="runs per store (default 3)")
+    rp.add_argument("--sample", type=int, default=4, help="runs per store (default 4)")
     rp.add_argument("--rounds", type=int, default=2, help="rounds replayed per run (default 2)")
     rp.add_argument("--seed", type=int, default=None, help="sample seed (default: from the git commit)")
+    rp.add_argument("--record", action="store_true", help="record the prefix of every stored run lacking one")
     return parser
 
 
@@ -365,7 +366,7 @@ def cmd_run(args, extra: list[str]) -> None:
 
 def cmd_replay(args) -> None:
     from .profiles import COMMITTED
-    from .replay import check, stores
+    from .replay import check, record_prefixes, stores
 
     paths = [Path(p) for p in args.stores] or stores(COMMITTED)
     for p in paths:
@@ -373,6 +374,9 @@ def cmd_replay(args) -> None:
             raise PflkitError(f"no store folder {p}")
     if not paths:
         print(f"no stored runs under {COMMITTED}")
+        return
+    if args.record:
+        print(f"{sum(record_prefixes(p) for p in paths)} prefixes recorded")
         return
     stale = [line for p in paths for line in check(p, args.sample, args.seed, args.rounds)]
     if stale:

@@ -43,7 +43,19 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .engine import LATER_FIELDS, Federation, RunConfig, cpu_model, dataset, git_commit, run
+from . import fingerprint
+from .compute import compute_path
+from .engine import (
+    LATER_FIELDS,
+    Federation,
+    RunConfig,
+    cpu_model,
+    dataset,
+    exploded,
+    git_commit,
+    loss_bound,
+    run,
+)  # fmt: skip
 from .errors import NotInStore, PflkitError, TrainingDiverged
 from .methods import display_name, get_method
 from .profiles import repo_relative
@@ -107,6 +119,14 @@ def code_version() -> str:
 code_version()  # now, at import: a long-lived process runs the sources it imported
 
 
+def bound_of(record: dict) -> float:
+    """The divergence bound of a stored run (:func:`pflkit.engine.loss_bound`): recorded with it, or
+    from its dataset's classes for runs stored before the bound was."""
+    if "loss_bound" in record:
+        return record["loss_bound"]
+    return loss_bound(dataset(record["config"]["dataset"]).n_classes)
+
+
 def _write_atomically(f: Path, record: dict) -> None:
     """``record`` as JSON at ``f``, atomically: a kill never leaves half a record."""
     f.parent.mkdir(parents=True, exist_ok=True)
@@ -153,6 +173,8 @@ class Store:
             raise PflkitError(
                 f"store file {f} is corrupt (truncated or not a run record); delete it and run again to recompute it"
             ) from None
+        if not record.get("diverged") and (why := exploded(record.get("round_loss", ()), bound_of(record))):
+            record["diverged"] = why  # stored before the rule read more than NaN: a diverged run all the same
         return record
 
     def put(self, key: str, record: dict) -> None:
@@ -231,10 +253,16 @@ def execute(cfg: RunConfig, threads: int, store_path: str, probe: Callable | Non
                 probed[str(rnd)] = out
 
         t0, cpu0 = time.perf_counter(), time.process_time()
-        try:
-            record = run(run_cfg, Federation.from_config(cfg), on_round=on_round, on_setup=on_setup)
-        except TrainingDiverged as e:  # a result too: stored, so that a sweep goes on and never retries it
-            record = diverged_record(cfg, str(e), rows, time.perf_counter() - t0, time.process_time() - cpu0)
+        fresh = not ckpt.exists()  # a resumed run records its prefix afterwards
+        fed = Federation.from_config(cfg)
+        with fingerprint.recording() as prefix:
+            try:
+                record = run(run_cfg, fed, on_round=on_round, on_setup=on_setup)
+            except TrainingDiverged as e:  # a result too: stored, so that a sweep goes on and never retries it
+                record = diverged_record(cfg, str(e), rows, time.perf_counter() - t0, time.process_time() - cpu0)
+        if not fresh:
+            prefix = fingerprint.prefix_of(cfg, fed)
+        record["prefix"] = prefix | {"optimizers": fingerprint.PREFIX_OPTIMIZERS, "steps": fingerprint.PREFIX_STEPS}
     finally:
         _set_threads(previous)
     record["config"]["checkpoint"] = None
@@ -264,6 +292,7 @@ def diverged_record(cfg: RunConfig, message: str, rows: list[dict], wall: float,
             "git_commit": git_commit(),
             "threads": torch.get_num_threads(),
             "cpu": cpu_model(),
+            "compute": compute_path(),
             "wall_time_s": round(wall, 3),
             "cpu_time_s": round(cpu, 3),
             "seed": cfg.seed,

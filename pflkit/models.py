@@ -12,6 +12,7 @@ import re
 import torch
 from torch import nn
 
+from .compute import laid_out
 from .errors import PflkitError
 
 LENET_WIDTHS = {"S": 8, "M": 16, "L": 32}  # pFedHN Table 2: filters in the first conv
@@ -157,7 +158,12 @@ def build_model(name: str, input_shape, n_classes: int, width: str | int | None 
     """Build a model by name: ``lenet`` (width S/M/L or filter count), ``fedavg-cnn``, ``mlp``,
     ``mlp<L>x<H>`` (L linear layers, hidden ones of H units: ``mlp8x256``), ``alexnet-<base>`` and
     ``resnet18-<base>`` (small-image AlexNet / ResNet-18; base 64 is full size), or any torchvision
-    classification architecture name."""
+    classification architecture name; in the memory format of the compute path
+    (:func:`pflkit.compute.laid_out`)."""
+    return laid_out(_build(name, input_shape, n_classes, width), name)
+
+
+def _build(name: str, input_shape, n_classes: int, width: str | int | None = None) -> SplitNet:
     if name == "lenet":
         n_kernels = LENET_WIDTHS.get(width, width) if width is not None else 16
         return lenet(input_shape, n_classes, n_kernels=int(n_kernels))

@@ -57,8 +57,8 @@ def store_only() -> bool:
 def store_for(chapter: str, profile: str | None = None):
     """The result store of a chapter at a profile (a :class:`~pflkit.experiments.Store`).
 
-    * ``$PFLBOOK_STORE_ROOT/<profile>/<chapter>`` when that variable is set (``make test``
-      points nbval's re-execution at an empty folder, so that it recomputes);
+    * ``$PFLBOOK_STORE_ROOT/<profile>/<chapter>`` when that variable is set (``make nbval``
+      points its re-execution at an empty folder, so that it recomputes);
     * at ``book``, for the chapters in :data:`COMMITTED_CHAPTERS`: the committed ``results/<chapter>/``, whose runs are reused whatever kit
       sources made them (``make test``'s replay check re-runs a sample of them), unless
       ``PFLBOOK_FRESH=1``; read-only (nothing is computed) when :func:`store_only`;

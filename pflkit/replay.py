@@ -1,19 +1,25 @@
 """Replay check of a committed result store: are its runs what today's kit computes?
 
 The ``book`` profile reads its runs from ``results/<chapter>/`` whatever kit sources made them
-(:func:`pflkit.profiles.store_for`).  ``make test`` therefore re-runs the first
-:data:`REPLAY_ROUNDS` rounds (on through the first evaluated round where that is cheap: :func:`replay_rounds`) of a
-sample of stored runs, from each run's stored config and with
-its recorded torch thread count, and compares them with what the run recorded:
+(:func:`pflkit.profiles.store_for`).  ``make test`` therefore replays a sample of stored runs from
+each run's stored config, with its recorded torch thread count and memory format, and reports
+every sampled run as one of: *replays*, *stale* (today's kit computes something else: the line
+says where) or *diverged* (the run's training loss left the divergence bound,
+:func:`pflkit.engine.exploded`; it replays all the same, but choices and verdicts leave it out).
 
-* every round's mean training loss (``round_loss``: a fingerprint of the whole training
-  state, since each round starts from the previous one's models), and
-* every evaluated round within those rounds (accuracies, losses, bytes).
-
-On the CPU model and torch version that made a run the numbers must be **identical**.
-Elsewhere floating-point reductions may differ in the last bits and grow a little over two
-rounds, so losses must agree to a relative :data:`LOSS_RTOL`, accuracies to
-:data:`ACC_ATOL` (absolute, as a fraction), and bytes exactly.
+* **Everywhere: the prefix.**  Every run records the gradient and update norms of the first
+  steps of its first optimisers (:mod:`pflkit.fingerprint`).  The replay recomputes just those
+  (seconds) and compares them within :data:`pflkit.fingerprint.PREFIX_RTOL`, a tolerance measured
+  between compute paths that must agree (``benchmarks/prefix_drift.py``): this passes a run made on
+  another CPU model or with other kernels and fails one whose learning rate, seed, data, model or
+  local training changed.
+* **On the CPU model, torch version and compute path that made the run: whole rounds.**  There the
+  numbers must be **identical**, so the first :data:`REPLAY_ROUNDS` rounds are re-run (on through
+  the first evaluated round where that is cheap: :func:`replay_rounds`) and every round's training
+  loss and every evaluation in them (accuracies, losses, bytes) must equal the stored ones.  This
+  also covers what the prefix does not reach: the server's aggregation and the evaluation.
+  Elsewhere whole rounds are not compared: after a few hundred SGD steps the last-bit differences
+  between CPUs' kernels are as large as those of a changed learning rate.
 
 The sample is drawn afresh from a seed that changes with the commit (:func:`commit_seed`), so
 successive commits look at different runs.
@@ -21,7 +27,9 @@ successive commits look at different runs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import math
 import subprocess
 from pathlib import Path
@@ -29,14 +37,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .engine import Federation, RunConfig, cpu_model, run
-from .errors import PflkitError
-from .experiments import Store
+from .compute import compute_path, recorded_path, set_memory_format
+from .engine import Federation, RunConfig, cpu_model, git_commit, run
+from .errors import PflkitError, TrainingDiverged
+from .experiments import Store, _write_atomically, bound_of
+from .fingerprint import PREFIX_OPTIMIZERS, PREFIX_RTOL, PREFIX_STEPS, differences, prefix_of
+from .profiles import repo_relative
 
 REPLAY_ROUNDS = 2
-LOSS_RTOL = 1e-3  # elsewhere: relative tolerance on losses
-ACC_ATOL = 0.01  # elsewhere: absolute tolerance on accuracies (1 point)
-ACC_FIELDS = ("mean_acc", "pooled_acc", "macro_f1", "micro_f1")
 REPLAY_TRAIN_S = 60.0  # the most recorded training seconds a replay spends to reach a run's first evaluation
 
 
@@ -56,42 +64,59 @@ def config_of(record: dict) -> RunConfig:
 
 def exact_expected(record: dict) -> bool:
     """Identical numbers are owed only on the CPU (``engine.cpu_model``: name, family, model, stepping,
-    vector instructions) and torch version that made the run; runs that recorded the name alone are
-    checked within the tolerance."""
+    vector instructions), torch version and compute path (:func:`pflkit.compute.compute_path`) that
+    made the run."""
     prov = record.get("provenance", {})
-    return prov.get("cpu") == cpu_model() and prov.get("torch") == torch.__version__
+    return (
+        prov.get("cpu") == cpu_model()
+        and prov.get("torch") == torch.__version__
+        and recorded_path(prov).get("env", {}) == compute_path().get("env", {})  # the replay sets the memory format
+    )
 
 
-def _same(a: float, b: float, exact: bool, field: str) -> bool:
-    if a is None or b is None:
-        return a is b
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    if exact or field.endswith("bytes_up") or field.endswith("bytes_down"):
-        return a == b
-    if field.removeprefix("val_") in ACC_FIELDS:
-        return abs(a - b) <= ACC_ATOL
-    return abs(a - b) <= LOSS_RTOL * max(abs(a), abs(b), 1e-12)
+def threads_of(record: dict) -> int:
+    return int(record.get("canonical", {}).get("threads") or record["provenance"].get("threads", 1))
+
+
+@contextlib.contextmanager
+def as_recorded(record: dict):
+    """Run with the stored run's torch thread count and memory format."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads_of(record))
+    set_memory_format(recorded_path(record["provenance"])["memory_format"])
+    try:
+        yield
+    finally:
+        set_memory_format(None)
+        torch.set_num_threads(previous)
+
+
+def replay_prefix(record: dict) -> list[str]:
+    """Recompute the stored run's prefix (:mod:`pflkit.fingerprint`); the differences found."""
+    stored = record.get("prefix")
+    if not stored:
+        return ["it records no prefix (run `python -m pflkit replay --record` to record those missing)"]
+    cfg = config_of(record)
+    with as_recorded(record):
+        now = prefix_of(cfg, optimizers=stored["optimizers"], steps=stored["steps"])
+    return differences(stored, now)
 
 
 def replay(record: dict, rounds: int = REPLAY_ROUNDS) -> list[str]:
-    """Re-run the first ``rounds`` rounds of a stored run; the differences found (empty: it
-    replays).  Uses the run's recorded torch thread count."""
+    """Re-run the first ``rounds`` rounds of a stored run; the differences from the stored numbers
+    (empty: identical).  Only where :func:`exact_expected`."""
     if "round_loss" not in record:
         return ["it records no per-round training loss (made before the replay check existed)"]
     cfg = config_of(record)
-    exact = exact_expected(record)
-    rounds = replay_rounds(cfg, rounds, exact, train_s=_train_s(record))
-    threads = int(record.get("canonical", {}).get("threads") or record["provenance"].get("threads", 1))
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        now = run(cfg, Federation.from_config(cfg), stop_after=rounds)
-    finally:
-        torch.set_num_threads(previous)
+    rounds = replay_rounds(cfg, rounds, True, train_s=_train_s(record))
+    with as_recorded(record):
+        try:
+            now = run(cfg, Federation.from_config(cfg), stop_after=rounds)
+        except TrainingDiverged as e:  # within the replayed rounds: as stored, if the record diverged too
+            return [] if record.get("diverged") else [f"it diverges now: {e}"]
     problems = []
     for r, (old, new) in enumerate(zip(record["round_loss"][:rounds], now["round_loss"]), start=1):
-        if not _same(old, new, exact, "train_loss"):
+        if not _same(old, new):
             problems.append(f"round {r} training loss {old!r} stored, {new!r} now")
     stored = {h["round"]: h for h in record["history"] if h["round"] <= rounds}
     for row in now["history"]:
@@ -102,9 +127,17 @@ def replay(record: dict, rounds: int = REPLAY_ROUNDS) -> list[str]:
         for field, value in row.items():
             if field in ("round", "wall_s", "per_client_acc") or not isinstance(value, (int, float)):
                 continue
-            if not _same(old.get(field), value, exact, field):
+            if not _same(old.get(field), value):
                 problems.append(f"round {row['round']} {field} {old.get(field)!r} stored, {value!r} now")
     return problems
+
+
+def _same(a: float, b: float) -> bool:
+    if a is None or b is None:
+        return a is b
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b
 
 
 def replay_rounds(cfg: RunConfig, rounds: int = REPLAY_ROUNDS, exact: bool = True, train_s: float | None = None) -> int:
@@ -139,36 +172,75 @@ def commit_seed() -> int:
 
 
 def sample(store: Store, k: int, seed: int) -> list[str]:
-    """``k`` keys of the store's finished runs, drawn with ``seed`` (all of them when it holds
-    fewer).  Runs that diverged are left out: their record stops where the loss became NaN."""
-    keys = [key for key in store.keys() if not store.get(key).get("diverged")]
+    """``k`` keys of the store's finished runs, drawn with ``seed`` (all of them when it holds fewer)."""
+    keys = store.keys()
     if len(keys) <= k:
         return keys
     return sorted(np.random.default_rng(seed).choice(keys, k, replace=False).tolist())
 
 
+def verdict(record: dict, rounds: int = REPLAY_ROUNDS) -> tuple[str, list[str]]:
+    """One stored run's replay: ``("replays" | "stale" | "diverged", details)``; a diverged run is
+    reported as such when it replays (its details say why it counts as diverged)."""
+    problems = replay_prefix(record)
+    exact = exact_expected(record)
+    if not problems and exact:
+        problems = replay(record, rounds)
+    if problems:
+        return "stale", problems
+    how = [
+        "prefix"
+        + (
+            f" and first {replay_rounds(config_of(record), rounds, True, _train_s(record))} round(s), identical"
+            if exact
+            else f" within {PREFIX_RTOL:g}"
+        )
+    ]
+    if record.get("diverged"):
+        return "diverged", [record["diverged"]] + how
+    return "replays", how
+
+
 def check(path, k: int = 3, seed: int | None = None, rounds: int = REPLAY_ROUNDS, log=print) -> list[str]:
-    """Replay a sample of ``k`` runs of the store at ``path``; one line per stale run (empty:
-    all replayed).  ``log`` gets one line per run checked."""
+    """Replay a sample of ``k`` runs of the store at ``path``; one line per stale run (empty: none).
+    ``log`` gets one line for every run sampled (replays, stale, diverged, or the error it raised)."""
     store = Store(path, reuse="any")
     seed = commit_seed() if seed is None else seed
     stale = []
     for key in sample(store, k, seed):
-        record = store.get(key)
-        problems = replay(record, rounds)
-        f = store.file(key)
-        where = "identical" if exact_expected(record) else "within tolerance"
-        if problems:
-            stale.append(
-                f"stale run {f}: {problems[0]}"
-                + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-                + f"; recompute it: rm {f} && make book"
-            )
-        else:
-            log(
-                f"{f}: first {replay_rounds(config_of(record), rounds, exact_expected(record), _train_s(record))} round(s) replay ({where})"
-            )
+        f = repo_relative(store.file(key))
+        try:
+            status, details = verdict(store.get(key), rounds)
+        except Exception as e:  # noqa: BLE001 - a run that cannot be replayed is reported, the others still are
+            status, details = "stale", [f"replaying it raised {type(e).__name__}: {e}"]
+        more = f" (and {len(details) - 1} more)" if status == "stale" and len(details) > 1 else ""
+        log(f"{status}: {f}: {details[0]}{more}" + (f"; {details[1]}" if status == "diverged" else ""))
+        if status == "stale":
+            stale.append(f"stale run {f}: {details[0]}{more}; recompute it: rm {f} && make book FILL=1")
     return stale
+
+
+def record_prefixes(path, force: bool = False, log=print) -> int:
+    """Record the prefix of every run in the store at ``path`` that lacks one (``force``: of every
+    run), with the run's thread count and memory format, into its file; returns how many."""
+    store = Store(path, reuse="any")
+    n = 0
+    for key in store.keys():
+        f = store.file(key)
+        raw = json.loads(f.read_text())  # as stored (Store.get adds the divergence rule's verdict)
+        if raw.get("prefix") and not force:
+            continue
+        cfg = config_of(raw)
+        with as_recorded(raw):
+            norms = prefix_of(cfg)
+        raw["prefix"] = norms | {"optimizers": PREFIX_OPTIMIZERS, "steps": PREFIX_STEPS,
+                                 "recorded": {"after": True, "git_commit": git_commit(), "cpu": cpu_model(),
+                                              "compute": compute_path()}}  # fmt: skip
+        raw.setdefault("loss_bound", bound_of(raw))
+        _write_atomically(f, raw)
+        n += 1
+        log(f"{f}: prefix of {len(norms['grad'])} steps recorded")
+    return n
 
 
 def stores(root: Path) -> list[Path]:

@@ -276,7 +276,7 @@ def test_selection_only_on_validation(tmp_path):
 
 
 def test_a_diverged_run_is_stored_never_chosen_and_not_replayed(tmp_path):
-    from pflkit.replay import sample
+    from pflkit.replay import check, sample
 
     grid = ex.grid("FedAvg", tiny_config(rounds=2), lr=[0.05, 1e12])  # 1e12: the loss becomes NaN in round 1
     pilot = ex.tune({"FedAvg": grid}, [0, 1, 2], tmp_path, workers=1, progress=False)
@@ -288,7 +288,10 @@ def test_a_diverged_run_is_stored_never_chosen_and_not_replayed(tmp_path):
     assert pilot.result.compare("FedAvg · lr=0.05", "FedAvg · lr=1e+12").word == "not tested"
     again = ex.tune({"FedAvg": grid}, [0, 1, 2], tmp_path, workers=1, progress=False)
     assert again.result.computed == 0  # stored: never retried
-    assert len(sample(ex.Store(tmp_path), 10, 0)) == 3  # the replay check samples finished runs only
+    assert len(sample(ex.Store(tmp_path), 10, 0)) == 6  # the replay check samples every run and says which diverged
+    lines = []
+    assert check(tmp_path, k=10, seed=0, log=lines.append) == []
+    assert sum(line.startswith("diverged:") for line in lines) == 3 and len(lines) == 6
     with pytest.raises(PflkitError, match="every arm diverged"):
         ex.tune({"FedAvg": {"x": grid["FedAvg · lr=1e+12"]}}, [0], tmp_path, workers=1, progress=False)
 
@@ -495,6 +498,6 @@ def test_tune_axis_grows_a_grid_past_the_end_its_choice_sits_at(tmp_path):
         assert 0 < i < len(lrs) - 1 or len(lrs) == len(values) + 2  # an edge choice only once the steps ran out
     grown = ex.tune_axis(configs, "lr", [0.001, 0.01], [0], tmp_path, workers=1, progress=False)
     assert all(len(g) == 2 for g in grown.grids.values())  # two values: no edge to grow past
-    low = ex.tune_axis({"Local": configs["Local"]}, "lr", [1.0, 3.0, 10.0], [0], tmp_path, extend=1, workers=1,
+    low = ex.tune_axis({"Local": configs["Local"]}, "lr", [0.3, 1.0, 3.0], [0], tmp_path, extend=1, workers=1,
                        progress=False)  # fmt: skip
-    assert [c.lr for c in low.grids["Local"].values()][0] in (0.3, 1.0)  # grows downward from a choice at the bottom
+    assert [c.lr for c in low.grids["Local"].values()][0] == 0.09  # grows downward (the grid's ratio) from the bottom

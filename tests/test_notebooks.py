@@ -1,8 +1,10 @@
-"""Every chapter executes with papermill at the `smoke` profile.
+"""Every chapter executes with papermill at the `smoke` profile, once.
 
-The executed copies land in _build/smoke/stage/, where `make test` then runs nbval on the
-regression cells and builds the book from them.  No test asserts wall time (a loaded machine
-is slower, not wrong): each chapter's time goes to the execution report.
+The executed copies land in _build/smoke/stage/, from which `make test` builds the book.  Then a
+sample of the runs each chapter computed is recomputed whole and must give identical records
+(same seed, same numbers: what a second execution of the chapters would check, at a fraction of
+its cost).  No test asserts wall time (a loaded machine is slower, not wrong): each chapter's
+time goes to the execution report.
 """
 
 import json
@@ -44,3 +46,22 @@ def test_chapter_executes_at_smoke(nb):
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     print(json.dumps({rel: report[rel]["wall_s"]}))  # to the log; the budget is checked by people, not here
+
+
+SMOKE_REPLAYS = 2  # runs per chapter recomputed whole
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("nb", CHAPTERS, ids=lambda p: p.stem)
+def test_the_chapters_smoke_runs_recompute_identically(nb):
+    from pflkit.profiles import store_for
+    from pflkit.replay import check
+
+    store = store_for(nb.stem, "smoke").path
+    if not any(store.glob("*.json")):
+        pytest.skip(f"{nb.stem} stored no smoke runs (it did not execute in this session)")
+    lines = []
+    stale = check(store, k=SMOKE_REPLAYS, seed=0, rounds=10**6, log=lines.append)
+    print("\n".join(lines))
+    assert not stale and len(lines) == min(SMOKE_REPLAYS, len(list(store.glob("*.json"))))
+    assert all("identical" in line for line in lines)

@@ -41,7 +41,8 @@ def test_stop_after_trains_the_first_rounds_of_the_same_run(tiny_fed):
 def test_a_stored_run_replays_identically(tmp_path):
     store, rec = stored(tmp_path)
     assert replay.exact_expected(rec) and rec["provenance"]["cpu"]
-    assert replay.replay(rec) == []
+    assert replay.replay(rec) == [] and replay.replay_prefix(rec) == []
+    assert replay.verdict(rec) == ("replays", ["prefix and first 2 round(s), identical"])
     assert replay.check(store.path, k=3, seed=0, log=lambda _: None) == []
 
 
@@ -51,25 +52,31 @@ def test_a_changed_number_is_a_stale_run(tmp_path):
     assert replay.replay(bad) and "round 2 training loss" in replay.replay(bad)[0]
     bad = tamper(store, rec, lambda r: r["history"][0].__setitem__("val_mean_acc", 0.0))
     (line,) = replay.check(store.path, k=3, seed=0, log=lambda _: None)
-    assert "stale run" in line and rec["key"] in line and "val_mean_acc" in line and "make book" in line
+    assert "stale run" in line and rec["key"] in line and "val_mean_acc" in line and "make book FILL=1" in line
     r = subprocess.run([sys.executable, "-m", "pflkit", "replay", str(store.path)], capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "stale run" in r.stderr
 
 
-def test_elsewhere_numbers_agree_within_the_stated_tolerance(tmp_path):
+def test_elsewhere_only_the_prefix_is_compared_within_its_tolerance(tmp_path):
     store, rec = stored(tmp_path)
+    assert rec["prefix"]["grad"] and len(rec["prefix"]["update"]) == len(rec["prefix"]["grad"])
 
-    def other_cpu(scale):
+    def other_cpu(scale, rounds_too=False):
         def edit(r):
             r["provenance"]["cpu"] = "some other CPU"
-            r["round_loss"][0] *= 1 + scale
-            r["history"][0]["val_mean_acc"] += scale
+            r["prefix"]["update"][0] *= 1 + scale
+            if rounds_too:
+                r["round_loss"][0] *= 1.5  # whole rounds are not compared elsewhere
 
         return tamper(store, rec, edit)
 
-    assert not replay.exact_expected(other_cpu(1e-6))
-    assert replay.replay(other_cpu(1e-6)) == []  # last-bit differences of another CPU pass
-    assert replay.replay(other_cpu(1e-1))  # a real difference does not
+    assert not replay.exact_expected(other_cpu(0.0))
+    assert replay.verdict(other_cpu(1e-6, rounds_too=True))[0] == "replays"  # another CPU's last bits pass
+    status, details = replay.verdict(other_cpu(1e-1))
+    assert status == "stale" and "update norm" in details[0]  # a real difference does not
+    assert (
+        replay.verdict(tamper(store, rec, lambda r: r["round_loss"].__setitem__(0, 9.0)))[0] == "stale"
+    )  # here: rounds
 
 
 def test_runs_without_a_loss_trace_cannot_be_replayed(tmp_path):
