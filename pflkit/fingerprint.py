@@ -1,22 +1,23 @@
-"""A run's prefix fingerprint: the first steps of its first optimisers.
+"""A run's prefix fingerprint: the first steps of its first optimiser.
 
 The replay check (:mod:`pflkit.replay`) must tell a stored run recomputed on another CPU from a
 stored run that today's config, data or code no longer give.  Whole rounds cannot tell them
 apart: the last-bit differences between two CPUs' kernels grow with every SGD step until, after
 a few hundred, they are as large as those of a learning rate changed by 1 %.  The first steps of
-a run can.  So every run records, as it trains, the first :data:`PREFIX_STEPS` steps of each of
-the first :data:`PREFIX_OPTIMIZERS` optimisers that step (in the book's runs: the first two
-clients' local training in round 1, each starting from the initial model): per step the norm of
-the gradient it applies and the norm of the change it makes, in float64.  The replay recomputes
-those steps alone (about a second) and compares them within :data:`PREFIX_RTOL`.
+a run can.  So every run records, as it trains, the first :data:`PREFIX_STEPS` steps of the first
+:data:`PREFIX_OPTIMIZERS` optimiser(s) that step (in the book's runs: the first client's local
+training in round 1, from the initial model): per step the norm of the gradient it applies and
+the norm of the change it makes, in float64.  The replay recomputes those steps alone (about a
+second) and compares them within :data:`PREFIX_RTOL`.
 
 ``benchmarks/prefix_drift.py`` measured both sides on 18 stored runs of all six chapters: between
 compute paths that must agree (oneDNN limited to AVX2 or SSE4.1, ATen to AVX2, two threads,
-channels-last models) these 8 numbers differ by at most 2.8e-4 (relative; most by 1e-7); a
-learning rate × 1.01 moves the first update norm by 1e-2 and momentum × 0.99 the second by
-1e-3 or more, a seed everything.  Longer prefixes drift faster than they discriminate: the third
-optimiser of a KT-pFL run (the first after a client's whole local training and distillation)
-already differs by 1e-1 between paths.  What acts only after local training (a server's
+channels-last models) the first optimiser's first 4 steps differ by at most 2.8e-4 (relative;
+most by 1e-7); a learning rate × 1.01 moves the first update norm by 1e-2, momentum × 0.99 the
+second by 1e-3 or more, a seed everything.  Later optimisers drift faster than they
+discriminate: the second optimiser of a pFedHN-PC run is the hypernetwork's, whose first
+gradient follows a client's whole 50 local steps (5.7e-3 apart under oneDNN's AVX2 kernels), and
+the third of a KT-pFL run differs by 1e-1.  What acts only after local training (a server's
 aggregation, a clustering threshold, the evaluation) does not show in the prefix: whole rounds,
 compared where the CPU and compute path match, see it.
 
@@ -33,7 +34,7 @@ import weakref
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-PREFIX_OPTIMIZERS = 2  # the optimisers whose first steps a run records, in the order they first step
+PREFIX_OPTIMIZERS = 1  # the optimisers whose first steps a run records, in the order they first step
 PREFIX_STEPS = 4  # the steps recorded of each
 PREFIX_RTOL = 3e-3  # about 10 × the largest drift measured between compute paths (2.8e-4)
 
@@ -88,6 +89,17 @@ def recording(optimizers: int = PREFIX_OPTIMIZERS, steps: int = PREFIX_STEPS, st
     finally:
         for h in handles:
             h.remove()
+
+
+def first_optimisers(prefix: dict, n: int) -> dict:
+    """The part of a recorded prefix that belongs to its first ``n`` optimisers."""
+    keep = [i for i, o in enumerate(prefix["optimizer"]) if o < n]
+    return {k: [prefix[k][i] for i in keep if i < len(prefix[k])] for k in ("grad", "update", "optimizer")}
+
+
+def truncated(prefix: dict, n: int) -> dict:
+    """The first ``n`` recorded steps of a prefix."""
+    return {k: prefix[k][:n] for k in ("grad", "update", "optimizer")}
 
 
 def differences(stored: dict, now: dict, rtol: float = PREFIX_RTOL) -> list[str]:

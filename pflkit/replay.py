@@ -41,7 +41,15 @@ from .compute import compute_path, recorded_path, set_memory_format
 from .engine import Federation, RunConfig, cpu_model, git_commit, run
 from .errors import PflkitError, TrainingDiverged
 from .experiments import Store, _write_atomically, bound_of
-from .fingerprint import PREFIX_OPTIMIZERS, PREFIX_RTOL, PREFIX_STEPS, differences, prefix_of
+from .fingerprint import (
+    PREFIX_OPTIMIZERS,
+    PREFIX_RTOL,
+    PREFIX_STEPS,
+    differences,
+    first_optimisers,
+    prefix_of,
+    truncated,
+)
 from .profiles import repo_relative
 
 REPLAY_ROUNDS = 2
@@ -97,8 +105,13 @@ def replay_prefix(record: dict) -> list[str]:
     if not stored:
         return ["it records no prefix (run `python -m pflkit replay --record` to record those missing)"]
     cfg = config_of(record)
+    n, steps = min(stored["optimizers"], PREFIX_OPTIMIZERS), stored["steps"]  # a longer prefix: its first part
+    stored = first_optimisers(stored, n)
     with as_recorded(record):
-        now = prefix_of(cfg, optimizers=stored["optimizers"], steps=stored["steps"])
+        now = prefix_of(cfg, optimizers=n, steps=steps)
+    if record.get("diverged"):  # a run that blows up within its prefix does so a step earlier or later elsewhere
+        common = min(len(stored["update"]), len(now["update"]))
+        stored, now = truncated(stored, common), truncated(now, common)
     return differences(stored, now)
 
 
