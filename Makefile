@@ -33,14 +33,19 @@ book: data
 # Unit tests and every chapter executed once at the `smoke` profile (papermill; a sample of each
 # chapter's runs then recomputed whole, identical), the replay check of the committed store, a
 # -W book build of the smoke outputs, and the browser check of every built page; each step's time.
-timed = @s=$$(date +%s); $(2); rc=$$?; echo "[make test] $(1): $$(( $$(date +%s) - s )) s"; exit $$rc
+TIMES := _build/test-times.txt
+timed = @s=$$(date +%s); $(2); rc=$$?; t=$$(( $$(date +%s) - s )); echo "[make test] $(1): $$t s"; \
+	mkdir -p _build; echo "$$t" >> $(TIMES); exit $$rc
 
 test: data
+	$(PY) tools/browser_check.py --install  # Debian's chromium, when missing: part of the install, not of the test time
+	@rm -f $(TIMES)
 	$(call timed,lint,$(PY) -m ruff check .)
 	$(call timed,pytest (units and chapters at smoke),PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider --durations=25 tests)
 	$(call timed,replay check,$(PY) -m pflkit replay)
 	$(call timed,book build,PFLBOOK_PROFILE=smoke $(PY) tools/build_book.py --profile smoke --no-execute)
 	$(call timed,browser check,$(PY) tools/browser_check.py _build/smoke/_build/html)
+	@echo "[make test] test time (the steps above, install excluded): $$(awk '{s += $$1} END {print s}' $(TIMES)) s"
 
 # nbval on the chapters' regression cells: a second execution of every chapter from an empty
 # store, its marked outputs compared with the first's (minutes; make test recomputes a sample of

@@ -162,9 +162,18 @@ def check_report(d, html: Path) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("html", type=Path, help="the built book's html folder")
+    ap.add_argument("html", type=Path, nargs="?", help="the built book's html folder")
     ap.add_argument("--screenshots", type=Path, default=ROOT / "_build" / "screenshots")
+    ap.add_argument(
+        "--install", action="store_true", help="only install Chromium where missing (make test's install step)"
+    )
     args = ap.parse_args()
+    if args.install:
+        found = chromium()
+        print(f"browser check: {found if isinstance(found, str) else 'Chromium ready (' + found[0] + ')'}")
+        return 0
+    if args.html is None:
+        ap.error("give the built book's html folder")
     html = args.html.resolve()
     if not (html / "index.html").exists():
         print(f"error: no built book at {html} (index.html missing)", file=sys.stderr)
