@@ -298,7 +298,7 @@ def _arms(args, names: list[str], extra: list[str]) -> dict:
 
 
 def cmd_sweep(args, extra: list[str]) -> None:
-    from .experiments import sweep
+    from .sweeps import sweep
 
     arms = _arms(args, [n for n in args.method.split(",") if n], extra)
     res = sweep(arms, args.seeds, args.store, workers=args.workers, threads=args.threads,
@@ -315,7 +315,7 @@ def cmd_sweep(args, extra: list[str]) -> None:
 
 
 def cmd_compare(args, extra: list[str]) -> None:
-    from .experiments import FINAL_METRICS, sweep
+    from .sweeps import FINAL_METRICS, sweep
 
     if args.metric not in FINAL_METRICS:
         raise PflkitError(f"unknown metric {args.metric!r}; one of {', '.join(FINAL_METRICS)}")

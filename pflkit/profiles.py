@@ -55,7 +55,7 @@ def store_only() -> bool:
 
 
 def store_for(chapter: str, profile: str | None = None):
-    """The result store of a chapter at a profile (a :class:`~pflkit.experiments.Store`).
+    """The result store of a chapter at a profile (a :class:`~pflkit.store.Store`).
 
     * ``$PFLBOOK_STORE_ROOT/<profile>/<chapter>`` when that variable is set (``make nbval``
       points its re-execution at an empty folder, so that it recomputes);
@@ -64,7 +64,7 @@ def store_for(chapter: str, profile: str | None = None):
       ``PFLBOOK_FRESH=1``; read-only (nothing is computed) when :func:`store_only`;
     * otherwise ``_build/store/<profile>/<chapter>``, reused only by the same kit sources.
     """
-    from .experiments import Store
+    from .store import Store
 
     profile = profile or current()
     if root := os.environ.get("PFLBOOK_STORE_ROOT"):

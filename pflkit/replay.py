@@ -40,7 +40,6 @@ import torch
 from .compute import compute_path, recorded_path, set_memory_format
 from .engine import Federation, RunConfig, cpu_model, git_commit, run
 from .errors import PflkitError, TrainingDiverged
-from .experiments import Store, _write_atomically, bound_of
 from .fingerprint import (
     PREFIX_OPTIMIZERS,
     PREFIX_RTOL,
@@ -51,6 +50,7 @@ from .fingerprint import (
     truncated,
 )
 from .profiles import repo_relative
+from .store import Store, _write_atomically, bound_of
 
 REPLAY_ROUNDS = 2
 REPLAY_TRAIN_S = 60.0  # the most recorded training seconds a replay spends to reach a run's first evaluation

@@ -249,7 +249,9 @@ def test_corrupt_store_file_is_one_clear_error(tmp_path):
 
 
 def test_worker_and_thread_arithmetic(monkeypatch):
-    monkeypatch.setattr(ex, "cores", lambda: 8)
+    from pflkit import sweeps
+
+    monkeypatch.setattr(sweeps, "cores", lambda: 8)
     assert ex._local_workers(None, 1, 100) == 8
     assert ex._local_workers(None, 2, 100) == 4
     assert ex._local_workers(None, 3, 100) == 2

@@ -52,7 +52,7 @@ initial local models in the setup handshake as in paper mode, and each fixed clu
 centre is the M-step (eq. 9) over its members' initial models, so that fixed-random and the
 paper's EM can be compared with and without the initial local models' extra training.
 
-:func:`pflkit.experiments.choose_k` is §5.2's heuristic for K: a few rounds on a sample of clients per K.
+:func:`pflkit.tuning.choose_k` is §5.2's heuristic for K: a few rounds on a sample of clients per K.
 """
 
 from __future__ import annotations

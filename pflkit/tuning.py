@@ -1,0 +1,226 @@
+"""Choices made on validation: grids of arms, pilots that choose per method by mean validation
+accuracy (growing a one-axis grid past an edge its choice sits at), a fallback for an arm that
+diverges, and FeSEM's §5.2 scan of K."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .engine import Federation, RunConfig, run
+from .errors import PflkitError
+from .methods import get_method
+from .store import Store, canonical
+from .sweeps import SweepResult, sweep
+from .verdicts import fmt_interval
+
+# ----------------------------------------------------------------------------- tuning on validation
+
+
+def grid(label: str, cfg: RunConfig, options: dict | None = None, **axes) -> dict[str, RunConfig]:
+    """Arms of a validation pilot: ``cfg`` at every combination of ``axes`` (each a RunConfig
+    field, e.g. ``lr=[0.01, 0.05]``, or an option of the config's method, e.g.
+    ``alpha_lr=[0.1, 1.0]``), named ``"<label> · lr=0.01, alpha_lr=0.1"``.  A name that is both a
+    field and an option (Per-FedAvg's ``alpha`` and the partition's Dirichlet ``alpha``) must say
+    which: ``options={"alpha": [...]}`` holds axes that are method options."""
+    method = get_method(cfg.method)
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    options = dict(options or {})
+    for name in options:
+        if name not in method.options:
+            raise PflkitError(f"{name!r} is not an option of {cfg.method}")
+    for name in axes:
+        if name not in fields and name not in method.options:
+            raise PflkitError(f"{name!r} is neither a RunConfig field nor an option of {cfg.method}")
+        if name in fields and name in method.options:
+            raise PflkitError(
+                f"{name!r} is a RunConfig field and an option of {cfg.method}: pass options={{{name!r}: ...}}"
+            )
+        if name in options:
+            raise PflkitError(f"{name!r} is given twice")
+    arms = {}
+    names = list(axes) + list(options)
+    as_option = {n for n in axes if n not in fields} | set(options)
+    for values in itertools.product(*(axes.get(n, options.get(n)) for n in names)):
+        setting = dict(zip(names, values))
+        opts = {**cfg.options, **{k: v for k, v in setting.items() if k in as_option}}
+        c = dataclasses.replace(cfg, options=opts, **{k: v for k, v in setting.items() if k not in as_option})
+        arms[
+            f"{label} · " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in setting.items())
+        ] = c
+    return arms
+
+
+@dataclass
+class Tuning:
+    """A validation pilot: its runs, and per label the arm (and config) of best validation metric."""
+
+    result: SweepResult
+    grids: dict[str, dict[str, RunConfig]]
+    by: str
+    chosen: dict[str, str]
+
+    def config(self, label: str) -> RunConfig:
+        return self.grids[label][self.chosen[label]]
+
+    def ranked(self, label: str) -> list[RunConfig]:
+        """The label's pilot configs from the best mean validation metric down (diverged ones left out)."""
+        return [self.grids[label][a] for a in self.result.ranked(self.grids[label], self.by)]
+
+    def table(self) -> pd.DataFrame:
+        """Every pilot arm: the validation metric (mean ± 95 % CI over seeds), whether it was
+        chosen, and whether a chosen value sits at the edge of a one-axis grid (a wider grid might
+        choose otherwise)."""
+        rows = []
+        for label, arms in self.grids.items():
+            names = list(arms)
+            for i, arm in enumerate(names):
+                chosen = arm == self.chosen[label]
+                edge = chosen and len(names) > 2 and i in (0, len(names) - 1) and ", " not in arm.split(" · ", 1)[1]
+                diverged = self.result.values(arm, "diverged").any()
+                value = "diverged" if diverged else fmt_interval(self.result.values(arm, self.by))
+                rows.append({"method": label, "setting": arm.split(" · ", 1)[1], self.by: value,
+                             "chosen": "yes" if chosen else "", "at the grid's edge": "yes" if edge else ""})  # fmt: skip
+        return pd.DataFrame(rows).set_index(["method", "setting"])
+
+
+def tune(grids: dict[str, dict[str, RunConfig]], seeds, store, *, by: str = "val_mean_acc", **sweep_kw) -> Tuning:
+    """Run every pilot grid (``{label: grid(...)}``) over ``seeds`` and choose, per label, the arm
+    of best mean ``by`` (a validation metric; never a test metric)."""
+    if not by.startswith("val_"):
+        raise PflkitError(f"choices are made on validation metrics (val_...), not on {by!r}")
+    arms = {a: c for g in grids.values() for a, c in g.items()}
+    result = sweep(arms, seeds, store, **sweep_kw)
+    chosen = {label: result.select(list(g), by=by) for label, g in grids.items()}
+    return Tuning(result, grids, by, chosen)
+
+
+def tune_axis(
+    configs: dict[str, RunConfig],
+    axis: str,
+    values,
+    seeds,
+    store,
+    *,
+    by: str = "val_mean_acc",
+    extend: int = 1,
+    **sweep_kw,
+) -> Tuning:
+    """The pilot of one numeric axis (``lr``, say) for every ``{label: config}``, with the edge rule.
+
+    Every label starts on the same ``values``.  Where a label's choice is an end of a grid of three
+    or more values, that label's grid gains the next value past that end, one geometric step (the
+    ratio of the two values at that end, rounded to one significant digit), and the pilot chooses
+    again; at most ``extend`` steps per label.  A choice at the edge is thus either confirmed by a
+    worse value beyond it, or moves outward; one still at the edge after ``extend`` steps is
+    flagged by :meth:`Tuning.table`.  Runs already made are read back from ``store``."""
+    values = sorted(values)
+    grids_values = {label: list(values) for label in configs}
+    for step in range(extend + 1):
+        t = tune({label: grid(label, cfg, **{axis: grids_values[label]}) for label, cfg in configs.items()}, seeds,
+                 store, by=by, **sweep_kw)  # fmt: skip
+        grown = False
+        for label, v in grids_values.items():
+            i = list(t.grids[label]).index(t.chosen[label])
+            if step == extend or len(v) < 3 or 0 < i < len(v) - 1:
+                continue
+            nxt = v[-1] * v[-1] / v[-2] if i == len(v) - 1 else v[0] * v[0] / v[1]
+            nxt = float(f"{nxt:.1g}")
+            v.insert(len(v) if i else 0, nxt)
+            grown = True
+        if not grown:
+            break
+    return t
+
+
+def sweep_stable(
+    arms: dict[str, RunConfig],
+    seeds,
+    store,
+    pilots: dict[str, tuple[Tuning, str]],
+    *,
+    axis: str = "lr",
+    **sweep_kw,
+) -> tuple[SweepResult, dict[str, str]]:
+    """:func:`sweep`, with one fallback for an arm whose run diverged on some seed.
+
+    A pilot of a few rounds can choose a value (a learning rate) at which a longer run diverges.
+    Such an arm runs again, on every seed, at the best value of ``axis`` below the one that
+    diverged in its pilot's validation ranking (``pilots``: ``{arm: (tuning, label)}``), and that
+    run stands for the arm; if it diverges too, it is reported as it is.  The rule reads training
+    stability and validation only, and applies to every arm in ``pilots`` alike.  Returns the result
+    and, per arm that fell back, a note saying what diverged and what replaced it."""
+    result = sweep(arms, seeds, store, **sweep_kw)
+    moved, notes = {}, {}
+    for name, cfg in arms.items():
+        if name not in pilots:
+            continue
+        lost = result.values(name, "diverged").astype(bool)
+        if not lost.any():
+            continue
+        tuning, label = pilots[name]
+        value = getattr(cfg, axis)
+        below = [getattr(c, axis) for c in tuning.ranked(label) if getattr(c, axis) < value]
+        where = f"{axis} {value:g} diverged on seed(s) {', '.join(str(s) for s in lost[lost].index)}"
+        if not below:
+            notes[name] = f"{where}; the pilot has no smaller value to fall back to"
+            continue
+        moved[name] = dataclasses.replace(cfg, **{axis: below[0]})
+        notes[name] = f"{where}: every seed runs at {axis} {below[0]:g}, the pilot's best smaller value"
+    if not moved:
+        return result, notes
+    again = sweep(moved, seeds, store, **sweep_kw)
+    records = {k: v for k, v in result.records.items() if k[0] not in moved} | again.records
+    merged = SweepResult(records, list(arms), seeds, result.computed + again.computed, result.reused + again.reused)
+    return merged, notes
+
+
+# ----------------------------------------------------------------------------- FeSEM §5.2
+
+
+def choose_k(
+    cfg: RunConfig, fed: Federation, ks=(1, 2, 3, 4), sample: int = 100, rounds: int = 3, store: Store | None = None
+) -> dict:
+    """FeSEM §5.2: run FeSEM for a few ``rounds`` on ``sample`` random clients for every K in ``ks``.
+
+    Returns ``{K: {"val_mean_acc": ..., "intra_distance": ...}}`` after the last round (the
+    paper picks the K of best accuracy, or of smallest intra-cluster distance, eq. 6: pick on
+    the validation accuracy).  The optimal k-means distance on *fixed* points falls as K grows
+    (K = m makes it zero), so compare it for a knee, not a minimum; but each K here is its own
+    short run whose points move, so the measured values need not fall monotonically.
+    ``store``: keep the scan there (:meth:`Store.derived`), keyed by the canonical config (``fed``
+    must be the federation that ``cfg`` builds), ``ks``, ``sample``, ``rounds`` and the torch threads.
+    """
+
+    def scan() -> dict:
+        rng = np.random.default_rng(cfg.seed)
+        n = len(fed.clients)
+        ids = sorted(rng.choice(n, min(sample, n), replace=False).tolist())
+        sub = Federation(fed.ds, fed.partition.subset(ids), fed.device)
+        scores = {}
+        for k in ks:
+            c = dataclasses.replace(cfg, method="fesem", clients=len(ids), rounds=rounds, eval_every=rounds,
+                                    checkpoint=None, options={**cfg.options, "centers": k})  # fmt: skip
+            last = {}
+
+            def grab(rnd, row, server, clients, last=last):
+                last.update(row, intra_distance=server.intra_distance())
+
+            run(c, sub, on_round=grab)
+            scores[k] = {
+                "val_mean_acc": last.get("val_mean_acc", float("nan")),
+                "intra_distance": last["intra_distance"],
+            }
+        return scores
+
+    if store is None:
+        return scan()
+    spec = {"config": canonical(dataclasses.replace(cfg, method="fesem"), torch.get_num_threads()),
+            "ks": [int(k) for k in ks], "sample": int(sample), "rounds": int(rounds)}  # fmt: skip
+    value = store.derived("choose_k", spec, lambda: {str(k): v for k, v in scan().items()})
+    return {int(k): v for k, v in value.items()}
