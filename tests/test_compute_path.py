@@ -59,7 +59,7 @@ def test_the_memory_format_changes_the_path_not_the_mathematics(tiny_fed):
         finally:
             compute.set_memory_format(None)
     a, b = out["contiguous"]["round_loss"][0], out["channels_last"]["round_loss"][0]
-    assert a != b and abs(a - b) < 1e-4 * a  # other kernels: last bits apart, the same run
+    assert abs(a - b) < 1e-4 * a  # other kernels (last bits apart on some CPUs, equal on others): the same run
     assert out["channels_last"]["provenance"]["compute"]["memory_format"] == "channels_last"
 
 
