@@ -378,9 +378,12 @@ class SweepResult:
         None if one could not be measured, else False."""
         return _budget([self.improving(a) for a in arms])
 
-    def compare(self, a: str, b: str, metric: str = "mean_acc", margin: float | None = None) -> Verdict:
-        """The verdict on "``a`` beats ``b``" (or, with ``margin``, "a and b do not differ")."""
-        return verdict(self.paired(a, b, metric), margin=margin, budget=self.budget(a, b))
+    def compare(
+        self, a: str, b: str, metric: str = "mean_acc", margin: float | None = None, resolution: float | None = None
+    ) -> Verdict:
+        """The verdict on "``a`` beats ``b``" (or, with ``margin``, "a and b do not differ"; with
+        ``resolution``, an undecided "beats" inside ± resolution reads *no difference*)."""
+        return verdict(self.paired(a, b, metric), margin=margin, budget=self.budget(a, b), resolution=resolution)
 
     def select(self, arms: Iterable[str], by: str = "val_mean_acc") -> str:
         """The arm with the best mean validation metric over seeds (never a test metric)."""

@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 
 MIN_SEEDS = 3  # a verdict needs at least this many paired seeds
 CONFIDENCE = 0.95
-WORDS = ("reproduces", "contradicted", "inconclusive", "not tested")
+WORDS = ("reproduces", "contradicted", "no difference", "inconclusive", "underpowered", "not tested")
+SEED_CAP = 10  # the most seeds a claim is planned for at `book`
+DECISION_FLOOR = 0.5  # points: no claim is planned to resolve less than this
+SD_UPPER = 0.8  # the seed plan uses this one-sided upper confidence bound on the spread
 
 # ----------------------------------------------------------------------------- the verdict rule
 
@@ -53,15 +56,23 @@ class Verdict:
         return text + (f", {self.flag}" if self.flag else "")
 
 
-def verdict(diffs, *, margin: float | None = None, budget: bool | None = False, unit: str = "points") -> Verdict:
+def verdict(
+    diffs, *, margin: float | None = None, budget: bool | None = False, unit: str = "points",
+    resolution: float | None = None,
+) -> Verdict:  # fmt: skip
     """The book's one rule, on paired differences ``a − b`` (the paper's side is ``> 0``;
-    with ``margin``, the claim is "no difference": ``|a − b| < margin``)."""
+    with ``margin``, the claim is "no difference": ``|a − b| < margin``).  ``resolution`` (a
+    directional claim's m): an interval that excludes neither side but lies inside ± m reads
+    *no difference* (the claimed advantage is absent at that resolution) instead of
+    *inconclusive*."""
     mean, half, n = interval(diffs)
     if n < MIN_SEEDS:
         return Verdict("not tested", mean, float("nan"), float("nan"), n, margin, budget, unit)
     lo, hi = mean - half, mean + half
     if margin is None:
         word = "reproduces" if lo > 0 else "contradicted" if hi < 0 else "inconclusive"
+        if word == "inconclusive" and resolution is not None and -resolution < lo and hi < resolution:
+            word = "no difference"
     else:
         word = (
             "reproduces"
@@ -71,6 +82,63 @@ def verdict(diffs, *, margin: float | None = None, budget: bool | None = False, 
             else "inconclusive"
         )
     return Verdict(word, mean, lo, hi, n, margin, budget, unit)
+
+
+# ----------------------------------------------------------------------------- the seed plan
+
+
+def pooled_sd(groups) -> tuple[float, int]:
+    """The pooled standard deviation of several claims' paired differences (each claim's own mean
+    removed) and its degrees of freedom: three seeds estimate a spread poorly, like claims of a
+    chapter together less so."""
+    ss, dof = 0.0, 0
+    for g in groups:
+        v = np.asarray([x for x in g if x == x], dtype=float)
+        if len(v) >= 2:
+            ss += float(((v - v.mean()) ** 2).sum())
+            dof += len(v) - 1
+    return (math.sqrt(ss / dof) if dof else float("nan")), dof
+
+
+def sd_upper(sd: float, dof: int, level: float = SD_UPPER) -> float:
+    """A one-sided ``level`` upper confidence bound on the standard deviation ``sd`` estimated with
+    ``dof`` degrees of freedom (chi-square): what the plan assumes, so that it is not optimistic."""
+    from scipy import stats
+
+    return sd * math.sqrt(dof / stats.chi2.ppf(1 - level, dof)) if dof else float("nan")
+
+
+def seeds_needed(sd: float, scale: float, most: int = 100) -> int | None:
+    """The fewest seeds (at least :data:`MIN_SEEDS`) whose expected 95 % half-width
+    ``t(n − 1) · sd / √n`` is at most ``scale``; None beyond ``most``."""
+    from scipy import stats
+
+    for n in range(MIN_SEEDS, most + 1):
+        if stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n) <= scale:
+            return n
+    return None
+
+
+def seed_plan(claims: dict, scale: dict | float = 1.0, *, cap: int = SEED_CAP, pool: bool = True) -> pd.DataFrame:
+    """Per claim (``claims``: name -> its paired differences on the pilot seeds): the spread the
+    plan assumes (the pooled spread of all the claims given, or the claim's own with ``pool=False``,
+    raised to its :data:`SD_UPPER` upper bound), the decision scale (``scale``: one value, or one
+    per claim; at least :data:`DECISION_FLOOR`), the seeds that bring the expected 95 % half-width
+    below it, and the plan: that many seeds, or *underpowered (needs N seeds)* when ``cap`` seeds
+    cannot decide it, before its runs are made."""
+    shared = pooled_sd(claims.values()) if pool else None
+    rows = []
+    for name, diffs in claims.items():
+        sd, dof = shared if pool else pooled_sd([diffs])
+        m = max(scale.get(name, 1.0) if isinstance(scale, dict) else scale, DECISION_FLOOR)
+        upper = sd_upper(sd, dof)
+        need = seeds_needed(upper, m) if upper == upper else None
+        plan = (f"{need} seeds" if need is not None and need <= cap
+                else f"underpowered (needs {need} seeds)" if need is not None
+                else "underpowered (needs more than 100 seeds)" if upper == upper else "not tested (no spread)")  # fmt: skip
+        rows.append({"claim": name, "pilot seeds": sum(1 for x in diffs if x == x), "sd assumed": upper,
+                     "scale (± points)": m, "seeds needed": need, "plan": plan})  # fmt: skip
+    return pd.DataFrame(rows).set_index("claim")
 
 
 def interval(values) -> tuple[float, float, int]:
@@ -105,11 +173,11 @@ def _budget(flags) -> bool | None:
 
 def claim(
     text: str, result: SweepResult, a: str, b: str, *, paper: str = "", metric: str = "mean_acc",
-    margin: float | None = None,
+    margin: float | None = None, resolution: float | None = None,
 ) -> dict:  # fmt: skip
     """One row of a chapter's claims table: the claim, the paper's number(s), ours (mean
     difference and 95 % CI over n seeds), the verdict word and the budget flag."""
-    return claim_row(text, result.compare(a, b, metric, margin), paper)
+    return claim_row(text, result.compare(a, b, metric, margin, resolution), paper)
 
 
 def claim_row(text: str, v: Verdict, paper: str = "", *, ours: str | None = None, digits: int = 1) -> dict:
