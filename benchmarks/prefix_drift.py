@@ -161,8 +161,7 @@ def summarize(rows: list[dict], optimizers: int, steps: int) -> None:
         for k in range(1, steps + 1):
             paths = [largest(r, n, k) for r in rows if r["kind"] == "path"]
             tamp = [largest(r, n, k) for r in rows if r["kind"] == "tamper" and r["variant"] != "seed+1"]
-            lr = [t for t, r in zip(tamp, [r for r in rows if r["kind"] == "tamper" and r["variant"] != "seed+1"])]
-            missed = sum(1 for t in lr if not t > PREFIX_RTOL)
+            missed = sum(1 for t in tamp if not t > PREFIX_RTOL)
             print(f"{n:>2} {k:>3} {np.nanmax(paths):>17.2e} {np.nanmin(tamp):>21.2e} {missed:>12}/{len(tamp)}")
 
 

@@ -20,8 +20,7 @@ from tests.conftest import tiny_config, torch_threads
 
 # a small convolutional run on real images: LeNet on 600 Fashion-MNIST images, 4 clients
 CONV = dict(dataset="fashion-mnist", model="lenet", train_images=600, test_images=200, clients=4, rounds=2,
-            classes_per_client=2, local_steps=6, batch_size=20, lr=0.05, mlp=None)  # fmt: skip
-CONV.pop("mlp")
+            classes_per_client=2, local_steps=6, batch_size=20, lr=0.05)  # fmt: skip
 
 
 def conv_config(**kw):
