@@ -24,7 +24,11 @@ if TYPE_CHECKING:
 
 MIN_SEEDS = 3  # a verdict needs at least this many paired seeds
 CONFIDENCE = 0.95
-WORDS = ("reproduces", "contradicted", "no difference", "inconclusive", "underpowered", "not tested")
+WORDS = (
+    "reproduces", "contradicted", "no difference", "inconclusive", "underpowered", "not tested", "mechanism inert",
+)  # fmt: skip
+RESOLUTION = 1.0  # points: the default m of the "no difference" word (a claim may state its own)
+CEILING = 2.0  # points: a setting whose strongest arm lies within this of 100 % is saturated
 SEED_CAP = 10  # the most seeds a claim is planned for at `book`
 DECISION_FLOOR = 0.5  # points: no claim is planned to resolve less than this
 SD_UPPER = 0.8  # the seed plan uses this one-sided upper confidence bound on the spread
@@ -119,26 +123,58 @@ def seeds_needed(sd: float, scale: float, most: int = 100) -> int | None:
     return None
 
 
-def seed_plan(claims: dict, scale: dict | float = 1.0, *, cap: int = SEED_CAP, pool: bool = True) -> pd.DataFrame:
+def seed_plan(
+    claims: dict, scale: dict | float = 1.0, *, cap: int = SEED_CAP, pool: bool = True,
+    margins: dict | None = None, resolution: dict | float | None = None,
+) -> pd.DataFrame:  # fmt: skip
     """Per claim (``claims``: name -> its paired differences on the pilot seeds): the spread the
     plan assumes (the pooled spread of all the claims given, or the claim's own with ``pool=False``,
     raised to its :data:`SD_UPPER` upper bound), the decision scale (``scale``: one value, or one
     per claim; at least :data:`DECISION_FLOOR`), the seeds that bring the expected 95 % half-width
     below it, and the plan: that many seeds, or *underpowered (needs N seeds)* when ``cap`` seeds
-    cannot decide it, before its runs are made."""
+    cannot decide it, before its runs are made.  A claim the pilot already decides (its verdict,
+    with its ``margins`` / ``resolution``, is not *inconclusive*) is planned at the pilot's seeds."""
     shared = pooled_sd(claims.values()) if pool else None
+    margins = margins or {}
     rows = []
     for name, diffs in claims.items():
         sd, dof = shared if pool else pooled_sd([diffs])
         m = max(scale.get(name, 1.0) if isinstance(scale, dict) else scale, DECISION_FLOOR)
+        res = resolution.get(name) if isinstance(resolution, dict) else resolution
+        pilot = verdict(diffs, margin=margins.get(name), resolution=res)
         upper = sd_upper(sd, dof)
         need = seeds_needed(upper, m) if upper == upper else None
-        plan = (f"{need} seeds" if need is not None and need <= cap
-                else f"underpowered (needs {need} seeds)" if need is not None
-                else "underpowered (needs more than 100 seeds)" if upper == upper else "not tested (no spread)")  # fmt: skip
-        rows.append({"claim": name, "pilot seeds": sum(1 for x in diffs if x == x), "sd assumed": upper,
+        if pilot.n >= MIN_SEEDS and pilot.word != "inconclusive":
+            need, plan = pilot.n, f"decided on the pilot ({pilot.word})"
+        else:
+            plan = (f"{need} seeds" if need is not None and need <= cap
+                    else f"underpowered (needs {need} seeds)" if need is not None
+                    else "underpowered (needs more than 100 seeds)" if upper == upper else "not tested (no spread)")  # fmt: skip
+        rows.append({"claim": name, "pilot seeds": pilot.n, "sd assumed": upper,
                      "scale (± points)": m, "seeds needed": need, "plan": plan})  # fmt: skip
     return pd.DataFrame(rows).set_index("claim")
+
+
+def planned_seeds(plan: pd.DataFrame, pilot: list[int], cap: int = SEED_CAP) -> list[int]:
+    """The seeds a section runs to: the pilot's, then the next ones up to the largest number of
+    seeds a claim of ``plan`` (:func:`seed_plan`) needs within ``cap`` (underpowered claims add
+    none)."""
+    within = [int(n) for n, p in zip(plan["seeds needed"], plan["plan"]) if n == n and n is not None and n <= cap
+              and not str(p).startswith(("underpowered", "not tested"))]  # fmt: skip
+    n = max([len(pilot), *within])
+    extra = [s for s in range(max(pilot) + 1, max(pilot) + 1 + n) if s not in pilot]
+    return list(pilot) + extra[: n - len(pilot)]
+
+
+def underpowered(v: Verdict, plan: pd.DataFrame | None, name: str) -> tuple[str, str]:
+    """The verdict word of a claim run to ``plan``, and a note: a claim the plan could not decide
+    within its cap that its seeds left undecided reads *underpowered*, with the seeds it needs."""
+    if plan is None or name not in plan.index or v.word not in ("inconclusive",):
+        return v.word, ""
+    p = str(plan.loc[name, "plan"])
+    return (
+        ("underpowered", p.removeprefix("underpowered ").strip("()")) if p.startswith("underpowered") else (v.word, "")
+    )
 
 
 def interval(values) -> tuple[float, float, int]:
@@ -171,19 +207,46 @@ def _budget(flags) -> bool | None:
 # ----------------------------------------------------------------------------- tables for the chapters
 
 
+def saturation(result: SweepResult, arms=None, metric: str = "mean_acc", *, m: float = RESOLUTION,
+               ceiling: float = CEILING) -> str:  # fmt: skip
+    """Why the setting of ``arms`` (default: the sweep's) is saturated, or ``""``: its strongest
+    arm's mean lies within ``ceiling`` points of 100 %, or every arm's mean within ``m`` points of
+    every other's.  A saturated setting keeps its table, labelled, and carries no headline claim."""
+    means = {a: interval(result.values(a, metric))[0] for a in (arms or result.arms)}
+    means = {a: v for a, v in means.items() if v == v}
+    if not means:
+        return ""
+    top = max(means.values())
+    if top >= 100 - ceiling:
+        return f"saturated: strongest arm {top:.1f} %, within {ceiling:g} points of 100 %"
+    if len(means) > 1 and top - min(means.values()) < m:
+        return f"saturated: all {len(means)} arms within {m:g} point{'s' if m != 1 else ''} of each other"
+    return ""
+
+
 def claim(
     text: str, result: SweepResult, a: str, b: str, *, paper: str = "", metric: str = "mean_acc",
-    margin: float | None = None, resolution: float | None = None,
+    margin: float | None = None, resolution: float | None = None, **row,
 ) -> dict:  # fmt: skip
     """One row of a chapter's claims table: the claim, the paper's number(s), ours (mean
-    difference and 95 % CI over n seeds), the verdict word and the budget flag."""
-    return claim_row(text, result.compare(a, b, metric, margin, resolution), paper)
+    difference and 95 % CI over n seeds), the verdict word and the budget flag (``row``: the
+    options of :func:`claim_row`)."""
+    return claim_row(text, result.compare(a, b, metric, margin, resolution), paper, **row)
 
 
-def claim_row(text: str, v: Verdict, paper: str = "", *, ours: str | None = None, digits: int = 1) -> dict:
+def claim_row(
+    text: str, v: Verdict, paper: str = "", *, ours: str | None = None, digits: int = 1, headline: bool = False,
+    saturated: str = "", mechanism: dict | None = None, plan: pd.DataFrame | None = None, plan_name: str | None = None,
+) -> dict:  # fmt: skip
     """A claims-table row for any verdict of :func:`verdict` (per-seed differences of a quantity
     that is not one final metric of two arms: an ARI, a subspace angle...).  ``ours`` replaces
-    the default description of the differences."""
+    the default description of the differences.
+
+    ``headline``: a claim the chapter's findings lead with; ``saturated`` (the reason of
+    :func:`saturation`) makes it a labelled secondary claim.  ``mechanism``: the row of the
+    :func:`mechanism` check the claim rests on; a headline whose mechanism is inert reads
+    *mechanism inert*.  ``plan`` (:func:`seed_plan`, row ``plan_name`` or ``text``): an undecided
+    claim its plan called underpowered reads *underpowered*."""
     unit = "" if v.unit == "points" else f" {v.unit}"
     if ours is None:
         if v.n == 0:
@@ -192,12 +255,80 @@ def claim_row(text: str, v: Verdict, paper: str = "", *, ours: str | None = None
             ours = f"{v.mean:+.{digits}f}{unit} ({v.n} seed{'s' if v.n > 1 else ''})"
         else:
             ours = f"{v.mean:+.{digits}f}{unit} [{v.lo:+.{digits}f}, {v.hi:+.{digits}f}] ({v.n} seeds)"
-    return {"claim": text, "paper": paper, "ours (a − b, 95 % CI)": ours, "verdict": v.word, "budget": v.flag, "_v": v}
+    word, need = underpowered(v, plan, plan_name or text)
+    notes = [need] if need else []
+    if saturated:
+        notes.append(saturated)
+        headline = False
+    if mechanism is not None:
+        notes.append(f"mechanism: {mechanism['verdict']}")
+        if mechanism["verdict"] == "mechanism inert":
+            word = "mechanism inert"
+    row = {"claim": text, "paper": paper, "ours (a − b, 95 % CI)": ours, "verdict": word, "budget": v.flag}
+    return row | {"notes": "; ".join(notes), "headline": headline, "kind": "claim", "_v": v}
 
 
-def claims_table(rows: list[dict]) -> pd.DataFrame:
-    """The claims of a chapter as one table (the rows of :func:`claim`)."""
-    return pd.DataFrame([{k: v for k, v in r.items() if k != "_v"} for r in rows]).set_index("claim")
+def mechanism(text: str, v: Verdict, paper: str = "", *, control: str, **row) -> dict:
+    """A mechanism check: "what makes the method different acts in these runs", judged by the
+    rule on a diagnostic against its ``control`` (per-seed differences, the acting side > 0: trained
+    vs frozen component, λ = 0, uniform weights, one cluster, a shared embedding).  It reads
+    *reproduces* when it acts and *mechanism inert* when it does not (no difference at its
+    resolution, or the other side); a headline claim links to it (:func:`claim_row`)."""
+    r = claim_row(text, v, paper, **row)
+    if r["verdict"] in ("no difference", "contradicted"):
+        r["verdict"] = "mechanism inert"
+    r["notes"] = "; ".join(x for x in (f"against {control}", r["notes"]) if x)
+    return r | {"kind": "mechanism", "headline": False}
+
+
+CLAIM_COLUMNS = ["paper", "ours (a − b, 95 % CI)", "verdict", "budget", "notes"]
+
+
+def claims_table(rows: list[dict], *, write: bool = True) -> pd.DataFrame:
+    """The claims of a chapter as one table (the rows of :func:`claim`, :func:`claim_row`,
+    :func:`mechanism`); a *notes* column only when a row has notes.  With ``PFLBOOK_CLAIMS_FILE``
+    set (the book's build sets it) the rows are also written there, as data: claim, paper, ours,
+    the mean, interval and seeds, verdict, budget flag, notes, headline, kind."""
+    table = pd.DataFrame([{k: r.get(k, "") for k in ("claim", *CLAIM_COLUMNS)} for r in rows]).set_index("claim")
+    if write:
+        write_claims(rows)
+    return table if (table["notes"] != "").any() else table.drop(columns="notes")
+
+
+def claims_data(rows: list[dict]) -> pd.DataFrame:
+    """The claims as data: one row per claim with its numbers (what the execution report tallies)."""
+    out = []
+    for r in rows:
+        v = r.get("_v")
+        out.append({"claim": r["claim"], "kind": r.get("kind", "claim"), "headline": bool(r.get("headline", False)),
+                    "paper": r.get("paper", ""), "ours": r.get("ours (a − b, 95 % CI)", ""),
+                    "mean": getattr(v, "mean", float("nan")), "lo": getattr(v, "lo", float("nan")),
+                    "hi": getattr(v, "hi", float("nan")), "seeds": getattr(v, "n", 0), "unit": getattr(v, "unit", ""),
+                    "verdict": r["verdict"], "budget": r.get("budget", ""), "notes": r.get("notes", "")})  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def write_claims(rows: list[dict], path: str | None = None) -> None:
+    """Append ``rows`` to ``path`` (default ``$PFLBOOK_CLAIMS_FILE``; nothing when unset) as CSV."""
+    import os
+
+    path = path or os.environ.get("PFLBOOK_CLAIMS_FILE")
+    if not path:
+        return
+    from pathlib import Path
+
+    data = claims_data(rows)
+    f = Path(path)
+    data.to_csv(f, mode="a", header=not f.exists() or f.stat().st_size == 0, index=False)
+
+
+def tally(data: pd.DataFrame) -> dict:
+    """Verdict words of a claims file (:func:`claims_data`), counted: ``{word: n}`` plus the share
+    of claims (mechanism checks included) left inconclusive or underpowered."""
+    words = data["verdict"].value_counts().to_dict()
+    open_ = int(data["verdict"].isin(["inconclusive", "underpowered"]).sum())
+    return {"claims": len(data), **{w: int(words.get(w, 0)) for w in WORDS if words.get(w)},
+            "open": open_, "open_share": open_ / len(data) if len(data) else 0.0}  # fmt: skip
 
 
 def paper_vs_ours(

@@ -100,3 +100,16 @@ def test_a_chapter_that_fails_otherwise_is_not_marked(tmp_path):
     nb.cells[0].outputs = [nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="division by zero")]
     nbformat.write(nb, tmp_path / "x.ipynb")
     assert build_book.mark_not_computed(tmp_path / "x.ipynb") is None
+
+
+def test_the_report_tallies_every_chapters_claims_file(tmp_path):
+    from pflkit.verdicts import claim_row, verdict, write_claims
+
+    f = tmp_path / "x.claims.csv"
+    rows = [claim_row("a", verdict([1.0, 1.1, 0.9])), claim_row("b", verdict([1.0, -1.0, 2.0]))]
+    write_claims(rows, str(f))
+    t = build_book.claims_tally(f)
+    assert (t["claims"], t["reproduces"], t["inconclusive"], t["open"]) == (2, 1, 1, 1)
+    assert build_book.claims_tally(tmp_path / "none.csv") == {}
+    lines = build_book.claims_section({"book/x.ipynb": {"claims": t}, "book/y.ipynb": {}})
+    assert "| `book/x.ipynb` | 2 | 1 | 1 | 1 (50 %) |" in lines and "| all | 2 | 1 | 1 | 1 (50 %) |" in lines

@@ -217,3 +217,17 @@ def test_unknown_embedding_kind_is_one_clear_error(tiny_fed):
     cfg = tiny_config(method="pfedhn", options={"embedding": "learned"})
     with pytest.raises(PflkitError, match="embedding must be one of"):
         build(cfg, tiny_fed(cfg))
+
+
+def test_shared_embedding_generates_one_model_for_every_client(tiny_fed):
+    """The mechanism's control: one trainable v for all clients, so θ_i = θ_j before and after training."""
+    cfg = tiny_config(method="pfedhn", rounds=2, options={"embedding": "shared"})
+    captured = {}
+    run(cfg, tiny_fed(cfg), on_round=lambda r, row, s, c: captured.update(s=s))
+    s = captured["s"]
+    assert s.hn.embeddings.weight.shape[0] == 1 and s.hn.embeddings.weight.requires_grad
+    first = s.theta(0)
+    for cid in range(1, cfg.clients):
+        assert all(torch.equal(first[k], t) for k, t in s.theta(cid).items())
+    _, _, own, _ = build(tiny_config(method="pfedhn", rounds=2), tiny_fed(cfg))
+    assert not torch.equal(own.theta(0)["head.weight"], own.theta(1)["head.weight"])  # trainable: one v_i each

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from pflkit.verdicts import (
     DECISION_FLOOR,
     SEED_CAP,
+    claim_row,
+    claims_table,
+    mechanism,
+    planned_seeds,
     pooled_sd,
+    saturation,
     sd_upper,
     seed_plan,
     seeds_needed,
+    tally,
     verdict,
 )
 
@@ -43,12 +50,72 @@ def test_the_spread_is_pooled_and_bounded_from_above():
 
 
 def test_the_plan_names_the_seeds_or_says_underpowered_before_running():
-    claims = {"wide": [4.0, -2.0, 6.0], "tight": [1.0, 1.1, 0.9], "lonely": [1.0]}
+    claims = {"wide": [4.0, -2.0, 6.0], "tight": [0.1, 0.2, 0.0], "lonely": [1.0], "done": [1.0, 1.1, 0.9]}
     own = seed_plan(claims, {"wide": 3.0, "tight": 0.1}, pool=False)
     assert own.loc["tight", "scale (± points)"] == DECISION_FLOOR  # no plan resolves less than the floor
     assert own.loc["tight", "plan"] == "4 seeds"  # sd 0.1, bounded to 0.21 on 2 dof: 4.30 · 0.21 / √3 > 0.5
+    assert own.loc["done", "plan"] == "decided on the pilot (reproduces)" and own.loc["done", "seeds needed"] == 3
     assert own.loc["wide", "plan"].startswith("underpowered (needs ") and own.loc["wide", "seeds needed"] > SEED_CAP
     assert own.loc["lonely", "plan"] == "not tested (no spread)"
     assert seed_plan(claims, 0.5, pool=False).loc["wide", "plan"] == "underpowered (needs more than 100 seeds)"
     pooled = seed_plan(claims, 1.0)  # like claims share one spread
     assert pooled["sd assumed"].nunique() == 1 and pooled.loc["lonely", "plan"] != "not tested (no spread)"
+
+
+def test_planned_seeds_run_to_the_largest_decidable_plan():
+    plan = seed_plan({"a": [0.1, 0.2, 0.0], "b": [4.0, -2.0, 6.0]}, {"a": 0.5, "b": 3.0}, pool=False)
+    assert planned_seeds(plan, [0, 1, 2]) == [0, 1, 2, 3]  # "a" needs 4; "b" is underpowered and adds none
+    assert planned_seeds(plan.drop(index="a"), [0, 1, 2]) == [0, 1, 2]
+    row = claim_row("b", verdict([4.0, -2.0, 6.0]), plan=plan)
+    assert row["verdict"] == "underpowered" and row["notes"].startswith("needs ")
+    assert claim_row("b", verdict([4.0, 5.0, 6.0]), plan=plan)["verdict"] == "reproduces"  # decided stays decided
+
+
+class _Result:  # what saturation() reads of a SweepResult: arms and per-seed values
+    def __init__(self, means):
+        self.arms = list(means)
+        self._m = means
+
+    def values(self, arm, metric="mean_acc"):
+        return pd.Series([self._m[arm] - 0.1, self._m[arm], self._m[arm] + 0.1])
+
+
+def test_saturation_flags_a_ceiling_or_arms_that_all_agree():
+    assert saturation(_Result({"A": 98.5, "B": 90.0})).startswith("saturated: strongest arm 98.5 %")
+    assert "all 2 arms within 1 point" in saturation(_Result({"A": 80.0, "B": 80.4}))
+    assert saturation(_Result({"A": 80.0, "B": 85.0})) == ""
+    row = claim_row("A beats B", verdict([1.0, 1.2, 0.8]), headline=True, saturated="saturated: x")
+    assert row["headline"] is False and row["notes"] == "saturated: x" and row["verdict"] == "reproduces"
+
+
+def test_a_headline_on_an_inert_mechanism_reads_mechanism_inert(tmp_path, monkeypatch):
+    inert = mechanism("weights differ", verdict([0.1, -0.1, 0.0], resolution=1.0), control="a shared embedding")
+    acts = mechanism("weights differ", verdict([5.0, 6.0, 7.0], resolution=1.0), control="a shared embedding")
+    assert inert["verdict"] == "mechanism inert" and inert["notes"] == "against a shared embedding"
+    assert acts["verdict"] == "reproduces"
+    head = claim_row("beats", verdict([2.0, 3.0, 4.0]), headline=True, mechanism=inert)
+    assert head["verdict"] == "mechanism inert" and head["headline"] is True
+    assert claim_row("beats", verdict([2.0, 3.0, 4.0]), mechanism=acts)["verdict"] == "reproduces"
+    f = tmp_path / "claims.csv"
+    monkeypatch.setenv("PFLBOOK_CLAIMS_FILE", str(f))
+    table = claims_table([inert, acts, head])
+    assert list(table.columns)[-1] == "notes" and len(pd.read_csv(f)) == 3
+    t = tally(pd.read_csv(f))
+    assert t["claims"] == 3 and t["mechanism inert"] == 2 and t["open"] == 0
+    monkeypatch.delenv("PFLBOOK_CLAIMS_FILE")
+    assert "notes" not in claims_table([claim_row("c", verdict([1.0, 1.1, 0.9]))]).columns
+
+
+def test_the_headroom_pilot_picks_the_split_whose_local_validation_is_nearest_the_papers(monkeypatch):
+    from pflkit import tuning
+
+    acc = {"c=2": (97.0, 96.0), "c=4": (87.0, 80.0), "c=6": (75.0, 86.5)}  # (validation, test)
+
+    class Fake:
+        def finals(self):
+            return pd.DataFrame([{"arm": a, "seed": 0, "val_mean_acc": v, "mean_acc": t} for a, (v, t) in acc.items()])
+
+    monkeypatch.setattr(tuning, "sweep", lambda grid, seeds, store, **kw: Fake())
+    chosen, table = tuning.headroom(dict.fromkeys(acc), 86.5, [0], None)
+    assert chosen == "c=4"  # chosen on validation, although c=6's test accuracy is nearer
+    assert list(table["within ±3"]) == ["no", "yes", "no"] and table.loc["c=4", "chosen"] == "←"

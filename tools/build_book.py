@@ -118,6 +118,9 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None, fi
             usage = out.with_name(out.stem + ".usage.jsonl")  # which runs came from the store (pflkit sweeps append)
             usage.unlink(missing_ok=True)
             os.environ["PFLBOOK_USAGE_LOG"] = str(usage)
+            claims = out.with_name(out.stem + ".claims.csv")  # the chapter's claims table, as data
+            claims.unlink(missing_ok=True)
+            os.environ["PFLBOOK_CLAIMS_FILE"] = str(claims)
             try:
                 pm.execute_notebook(
                     str(nb), str(failed), cwd=str(nb.parent), kernel_name="python3", progress_bar=False,
@@ -139,6 +142,7 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None, fi
                 "commit": git_commit(),
                 "device": device_name(),
                 **store_usage(usage),
+                "claims": claims_tally(claims),
                 "store_stamp": stamp,
             }
             report_path.write_text(json.dumps(report, indent=1))
@@ -177,6 +181,17 @@ def store_usage(log: Path) -> dict:
         "store_commits": commits,
         "stores": stores,
     }
+
+
+def claims_tally(path: Path) -> dict:
+    """The verdict words of a chapter's claims file (``pflkit.verdicts.tally``); {} without one."""
+    if not path.exists() or path.stat().st_size == 0:
+        return {}
+    import pandas as pd
+
+    from pflkit.verdicts import tally
+
+    return tally(pd.read_csv(path))
 
 
 def git_commit() -> str:
@@ -254,7 +269,37 @@ def write_report_page(stage: Path, profile: str) -> None:
         )
     total = sum(r["wall_s"] for r in report.values())
     lines += ["", f"Total execution time: {total:.0f} s.", ""]
+    lines += claims_section(report)
     (stage / "book" / "report.md").write_text("\n".join(lines))
+
+
+def claims_section(report: dict) -> list[str]:
+    """The claims of every chapter, tallied by verdict word (each chapter writes its claims table
+    as data next to its executed notebook: ``<chapter>.claims.csv``)."""
+    from pflkit.verdicts import WORDS
+
+    tallies = {rel: r["claims"] for rel, r in sorted(report.items()) if r.get("claims")}
+    if not tallies:
+        return []
+    words = [w for w in WORDS if any(t.get(w) for t in tallies.values())]
+    lines = [
+        "## Claims by verdict",
+        "",
+        "Each chapter's claims table, counted by its verdict words (mechanism checks included); *open* counts",
+        "the claims left inconclusive or underpowered. The rows themselves are in `<chapter>.claims.csv` beside",
+        "each executed chapter.",
+        "",
+        "| chapter | claims | " + " | ".join(words) + " | open |",
+        "|---|---|" + "---|" * len(words) + "---|",
+    ]
+    for rel, t in tallies.items():
+        cells = " | ".join(str(t.get(w, 0)) for w in words)
+        lines.append(f"| `{rel}` | {t['claims']} | {cells} | {t['open']} ({100 * t['open_share']:.0f} %) |")
+    total = {w: sum(t.get(w, 0) for t in tallies.values()) for w in [*words, "claims", "open"]}
+    share = 100 * total["open"] / total["claims"] if total["claims"] else 0.0
+    cells = " | ".join(str(total[w]) for w in words)
+    lines += [f"| all | {total['claims']} | {cells} | {total['open']} ({share:.0f} %) |", ""]
+    return lines
 
 
 def build_html(profile: str) -> Path:

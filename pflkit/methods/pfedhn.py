@@ -29,6 +29,8 @@ Client embeddings (App. C.5, option ``embedding``): ``trainable`` (the default),
 (frozen at the random initialisation) or ``proportions``: frozen at the client's class
 proportions p̂_i, p̂_{i,c} = n_{i,c} / Σ_j n_{j,c} (§5.3's normalisation), which the server
 computes from the label histograms every client uploads once before the first round.
+``shared`` is the control of the mechanism check: one trainable embedding for every client, so
+h generates one model for all (a global model trained through the hypernetwork).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from ..models import build_model
 from . import Method, register
 
 DEFAULT = "default"  # the output-head group of clients without a width
-EMBEDDINGS = ("trainable", "random", "proportions")  # App. C.5
+EMBEDDINGS = ("trainable", "random", "proportions", "shared")  # App. C.5; shared: the control
 
 
 # ----------------------------------------------------------------------------- the hypernetwork
@@ -125,12 +127,18 @@ class PFedHNServer(Server):
         if opts["embedding"] == "proportions":  # v_i = p̂_i: one coordinate per class
             embed_dim = model.head.out_features
         device = next(model.parameters()).device
+        self.shared = opts["embedding"] == "shared"  # the control: v_i = v for every client
         self.hn = HyperNetwork(
-            n_clients, embed_dim, targets, opts["hn_hidden"], opts["hn_layers"], int(opts["spectral_norm"])
+            1 if self.shared else n_clients,
+            embed_dim,
+            targets,
+            opts["hn_hidden"],
+            opts["hn_layers"],
+            int(opts["spectral_norm"]),
         ).to(device)
         self.hn.eval()  # spectral norm: power iterations only in refresh_spectral_norm()
         emb = self.hn.embeddings.weight
-        if opts["embedding"] != "trainable":  # C.5: v_i fixed (random, or p̂_i after setup())
+        if opts["embedding"] in ("random", "proportions"):  # C.5: v_i fixed (random, or p̂_i after setup())
             emb.requires_grad_(False)
         self.phi = [p for n, p in self.hn.named_parameters() if not n.startswith("embeddings.")]
         self.params = self.phi + ([emb] if emb.requires_grad else [])
@@ -168,7 +176,7 @@ class PFedHNServer(Server):
 
     def theta(self, cid: int) -> dict[str, torch.Tensor]:
         """θ_i = h(v_i; φ), with its graph to φ and v_i."""
-        return self.hn(cid, self.group(cid))
+        return self.hn(0 if self.shared else cid, self.group(cid))
 
     def message_for(self, cid, rnd):
         with torch.no_grad():
@@ -311,7 +319,11 @@ def _options(hn_lr: float) -> dict[str, tuple]:
         "hn_wd": (1e-3, "weight decay of the hypernetwork optimizer"),
         "hn_clip": (50.0, "clip the server's gradient norm (0: no clipping)"),
         "spectral_norm": (0, "spectral normalisation (App. C.3): 1 on every layer, 2 on the MLP but not the heads"),
-        "embedding": ("trainable", "client embeddings: trainable, random (frozen) or proportions (frozen p̂_i, C.5)"),
+        "embedding": (
+            "trainable",
+            "client embeddings: trainable, random (frozen), proportions (frozen p̂_i, C.5) "
+            "or shared (one for all clients: the control)",
+        ),
         "widths": ("", "LeNet widths of client groups, e.g. S,M,L (Table 2); empty: the run's width"),
     }
 
