@@ -231,12 +231,26 @@ def claim(
     """One row of a chapter's claims table: the claim, the paper's number(s), ours (mean
     difference and 95 % CI over n seeds), the verdict word and the budget flag (``row``: the
     options of :func:`claim_row`)."""
-    return claim_row(text, result.compare(a, b, metric, margin, resolution), paper, **row)
+    v = result.compare(a, b, metric, margin, resolution)
+    if v.budget:  # say how far the arms still moved: a budget-limited verdict is read with that in mind
+        row["note"] = "; ".join(x for x in (row.get("note", ""), still_moving(result, a, b)) if x)
+    return claim_row(text, v, paper, **row)
+
+
+def still_moving(result: SweepResult, *arms: str) -> str:
+    """How far each still-improving arm's validation accuracy rose over its last fifth (mean over seeds)."""
+    f = result.finals()
+    parts = []
+    for a in arms:
+        if result.improving(a):
+            parts.append(f"{a} +{f[f.arm == a].gain_last_fifth.mean():.1f}")
+    return ("still rising over the last fifth: " + ", ".join(parts) + " points") if parts else ""
 
 
 def claim_row(
     text: str, v: Verdict, paper: str = "", *, ours: str | None = None, digits: int = 1, headline: bool = False,
     saturated: str = "", mechanism: dict | None = None, plan: pd.DataFrame | None = None, plan_name: str | None = None,
+    note: str = "",
 ) -> dict:  # fmt: skip
     """A claims-table row for any verdict of :func:`verdict` (per-seed differences of a quantity
     that is not one final metric of two arms: an ARI, a subspace angle...).  ``ours`` replaces
@@ -246,7 +260,7 @@ def claim_row(
     :func:`saturation`) makes it a labelled secondary claim.  ``mechanism``: the row of the
     :func:`mechanism` check the claim rests on; a headline whose mechanism is inert reads
     *mechanism inert*.  ``plan`` (:func:`seed_plan`, row ``plan_name`` or ``text``): an undecided
-    claim its plan called underpowered reads *underpowered*."""
+    claim its plan called underpowered reads *underpowered*.  ``note``: anything else the reader needs."""
     unit = "" if v.unit == "points" else f" {v.unit}"
     if ours is None:
         if v.n == 0:
@@ -256,7 +270,7 @@ def claim_row(
         else:
             ours = f"{v.mean:+.{digits}f}{unit} [{v.lo:+.{digits}f}, {v.hi:+.{digits}f}] ({v.n} seeds)"
     word, need = underpowered(v, plan, plan_name or text)
-    notes = [need] if need else []
+    notes = [x for x in (need, note) if x]
     if saturated:
         notes.append(saturated)
         headline = False

@@ -119,3 +119,13 @@ def test_the_headroom_pilot_picks_the_split_whose_local_validation_is_nearest_th
     chosen, table = tuning.headroom(dict.fromkeys(acc), 86.5, [0], None)
     assert chosen == "c=4"  # chosen on validation, although c=6's test accuracy is nearer
     assert list(table["within ±3"]) == ["no", "yes", "no"] and table.loc["c=4", "chosen"] == "←"
+
+
+def test_the_verdict_rule_page_states_the_kits_numbers():
+    from pflkit import pages, verdicts
+    from pflkit.sweeps import IMPROVING_POINTS
+
+    text = pages.verdict_rule()
+    assert f"at most {verdicts.SEED_CAP}" in text and f"{verdicts.CEILING:g} points of 100 %" in text
+    assert f"rose by more than\n   {IMPROVING_POINTS:g} point" in text and "**mechanism inert**" in text
+    assert "{" not in text.replace("\\mathrm{acc}", "").replace("{0.975", "").replace("\\sqrt{n}", "")

@@ -1,0 +1,54 @@
+"""Text the book's pages share, written from the kit's constants so that the page states the
+numbers the code uses: the verdict rule, stated once in the basics chapter."""
+
+from __future__ import annotations
+
+from .sweeps import IMPROVING_POINTS
+from .verdicts import CEILING, CONFIDENCE, DECISION_FLOOR, MIN_SEEDS, RESOLUTION, SD_UPPER, SEED_CAP
+
+
+def verdict_rule() -> str:
+    """The verdict rule as Markdown, with the kit's numbers."""
+    pct = f"{100 * CONFIDENCE:.0f} %"
+    return f"""Every chapter ends with a table of the paper's claims and what our runs say about them. One rule,
+written once in the kit (`pflkit.verdicts`), gives every verdict in the book:
+
+1. **Paired arms.** A claim compares two arms (say the paper's method $A$ and a baseline $B$)
+   run on the same seeds. A seed fixes the partition, the initialisation and the client sampling, so
+   each seed $s$ gives one paired difference $d_s = \\mathrm{{acc}}_A(s) - \\mathrm{{acc}}_B(s)$, in
+   points of accuracy.
+2. **Interval.** Over $n$ seeds, the mean $\\bar d$ and its {pct} Student-$t$ interval
+   $\\bar d \\pm t_{{0.975,\\,n-1}}\\, s_d / \\sqrt{{n}}$.
+3. **Words.** *reproduces* when the interval excludes 0 on the paper's side; *contradicted* when it
+   excludes 0 on the other side. When it excludes neither but lies inside $\\pm m$ (the claim's
+   resolution, {RESOLUTION:g} point unless the claim states another), the word is *no difference*: the
+   claimed advantage is absent at that resolution, which is a finding. Otherwise *inconclusive*.
+   A claim that is itself "no difference" states its margin $m$ and *reproduces* only when the whole
+   interval lies inside $\\pm m$ (*contradicted* when it lies wholly outside).
+4. **The words judge direction, not size.** "Reproduces" says our difference has the paper's sign;
+   the table shows the paper's difference beside ours, and the two can be far apart.
+5. **Seeds are planned.** The first seeds of a claim are its pilot. From their spread (pooled over a
+   section's like claims, raised to its one-sided {100 * SD_UPPER:.0f} % upper bound, since three seeds
+   estimate a spread poorly) the kit computes how many seeds bring the expected half-width of the
+   interval below the claim's decision scale (the margin the claim is about, at least
+   {DECISION_FLOOR:g} point), at most {SEED_CAP}. A claim that {SEED_CAP} seeds cannot decide reads
+   **underpowered (needs N seeds)** instead of being run and left inconclusive. With fewer than
+   {MIN_SEEDS} seeds there is no word at all (*not tested*): two seeds that agree in sign would pass a
+   sign test one time in four by chance alone.
+6. **Mechanism first.** What makes a method different (a router, a distillation weight, cluster
+   moves, generated weights) is checked to act in the runs, against a control that removes it. A
+   headline claim whose mechanism does not act reads **mechanism inert**: the runs then say nothing
+   about the method, whatever its accuracy.
+7. **Saturation.** A setting whose strongest arm lies within {CEILING:g} points of 100 %, or whose
+   arms all lie within {RESOLUTION:g} point of each other, is **saturated**: its table stays, labelled,
+   and none of its claims is a headline.
+8. **Budget.** A run is *still improving* when its mean validation accuracy rose by more than
+   {IMPROVING_POINTS:g} point over the last fifth of its rounds. A verdict resting on such an arm says
+   **budget-limited**, with how far the arm was still rising: it tells how fast the methods learn at
+   our budget, not where they end up. When a run was not evaluated both before and inside its last
+   fifth, the table says *budget not measured*.
+
+Choices (a round, a number of clusters or branches, a learning rate, an option, a split) are made on
+the clients' validation splits only; the kit refuses a test metric for a choice. Runs are kept in a
+result store (one JSON file per run, keyed by its configuration), so re-executing a chapter recomputes
+only what changed, and a sweep interrupted half-way resumes where it stopped."""
