@@ -52,3 +52,32 @@ Choices (a round, a number of clusters or branches, a learning rate, an option, 
 the clients' validation splits only; the kit refuses a test metric for a choice. Runs are kept in a
 result store (one JSON file per run, keyed by its configuration), so re-executing a chapter recomputes
 only what changed, and a sweep interrupted half-way resumes where it stopped."""
+
+
+def findings(rows: list[dict]) -> str:
+    """A chapter's findings as Markdown, from its claims (the rows of :func:`pflkit.verdicts.claim_row`
+    and :func:`pflkit.verdicts.mechanism`): the headline claims and the mechanism checks first, each
+    with its word, our difference and the paper's, then the count of every word."""
+    from collections import Counter
+
+    def line(r: dict) -> str:
+        paper = f"; the paper: {r['paper']}" if r.get("paper") else ""
+        notes = f" ({r['notes']})" if r.get("notes") else ""
+        return f"* {r['claim']}: **{r['verdict']}**, ours {r['ours (a − b, 95 % CI)']}{paper}{notes}."
+
+    heads = [r for r in rows if r.get("headline")]
+    mechs = [r for r in rows if r.get("kind") == "mechanism"]
+    out = []
+    if mechs:
+        out += ["**Does the mechanism act?**", "", *map(line, mechs), ""]
+    if heads:
+        out += ["**The headline claims**", "", *map(line, heads), ""]
+    saturated = sum("saturated" in r.get("notes", "") for r in rows)
+    words = Counter(r["verdict"] for r in rows)
+    tally = ", ".join(f"{n} {w}" for w, n in words.most_common())
+    out.append(
+        f"All {len(rows)} claims of this page: {tally}."
+        + (f" {saturated} rest on a saturated setting and lead no finding." if saturated else "")
+        + " The claims table at the end has every row."
+    )
+    return "\n".join(out)

@@ -113,3 +113,14 @@ def test_the_report_tallies_every_chapters_claims_file(tmp_path):
     assert build_book.claims_tally(tmp_path / "none.csv") == {}
     lines = build_book.claims_section({"book/x.ipynb": {"claims": t}, "book/y.ipynb": {}})
     assert "| `book/x.ipynb` | 2 | 1 | 1 | 1 (50 %) |" in lines and "| all | 2 | 1 | 1 | 1 (50 %) |" in lines
+
+
+def test_a_page_that_stopped_early_still_has_its_glued_findings():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("```{glue:md} findings\n:format: myst\n```")])
+    build_book.glue_placeholders(nb)
+    glued = nb.cells[-1]
+    assert "remove-cell" in glued.metadata["tags"] and glued.outputs[0]["metadata"]["scrapbook"]["name"] == "findings"
+    build_book.glue_placeholders(nb)  # a key glued already is left alone
+    assert len(nb.cells) == 2

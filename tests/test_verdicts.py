@@ -129,3 +129,15 @@ def test_the_verdict_rule_page_states_the_kits_numbers():
     assert f"at most {verdicts.SEED_CAP}" in text and f"{verdicts.CEILING:g} points of 100 %" in text
     assert f"rose by more than\n   {IMPROVING_POINTS:g} point" in text and "**mechanism inert**" in text
     assert "{" not in text.replace("\\mathrm{acc}", "").replace("{0.975", "").replace("\\sqrt{n}", "")
+
+
+def test_findings_lead_with_mechanisms_and_headlines():
+    from pflkit.pages import findings
+
+    mech = mechanism("weights differ", verdict([5.0, 6.0, 7.0], resolution=1.0), control="a shared embedding")
+    head = claim_row("A beats B", verdict([2.0, 3.0, 4.0]), paper="+1.7", headline=True, mechanism=mech)
+    other = claim_row("C beats D", verdict([1.0, -1.0, 2.0]), saturated="saturated: x")
+    text = findings([other, head, mech])
+    assert text.index("weights differ") < text.index("A beats B: **reproduces**") and "C beats D" not in text
+    assert "the paper: +1.7" in text and "1 rest on a saturated setting" in text
+    assert "All 3 claims of this page: 2 reproduces, 1 inconclusive." in text

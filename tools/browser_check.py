@@ -34,7 +34,14 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("chromium", "chromium-driver")
 RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\\begin\{|\\frac\b|\\sum\b|\\mathcal\b|\\lVert\b|\$\$")
-SCREENSHOTS = {"derivation": ("book/pfedhn.html", "derivation"), "figure": ("book/basics.html", "accuracy-over-rounds")}
+SCREENSHOTS = {
+    "derivation": ("book/pfedhn.html", "derivation"),
+    "figure": ("book/basics.html", "accuracy-over-rounds"),
+    "findings": ("book/pfedhn.html", "what-we-found"),
+    "headroom": ("book/pfedhn.html", "table-1-with-the-paper-s-headroom"),
+    "rule": ("book/basics.html", "how-the-book-judges-a-claim"),
+    "report": ("book/report.html", "claims-by-verdict"),
+}
 
 # the page's visible text without code, scripts and rendered math (whose assistive copy is text)
 VISIBLE_TEXT = """

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,8 +86,30 @@ def mark_not_computed(path: Path) -> str | None:
     note = nbformat.v4.new_markdown_cell(NOT_COMPUTED.format(message=body[:1].upper() + body[1:]))
     note.metadata["tags"] = ["not-computed-yet"]
     nb.cells.insert(stopped + 1, note)
+    glue_placeholders(nb)
     nbformat.write(nb, path)
     return message
+
+
+GLUE_REF = re.compile(r"\{glue(?::\w+)?\}`?\s*([\w-]+)")
+
+
+def glue_placeholders(nb) -> None:
+    """A page that stopped early references glued values (its findings, at the top) that no cell
+    made: glue each missing one as "not computed yet", in a hidden cell, so the page still builds."""
+    import nbformat
+
+    made = {o["metadata"]["scrapbook"]["name"] for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if "scrapbook" in o.get("metadata", {})}  # fmt: skip
+    wanted = [k for c in nb.cells if c.cell_type == "markdown" for k in GLUE_REF.findall(c.source)]
+    for key in dict.fromkeys(k for k in wanted if k not in made):
+        cell = nbformat.v4.new_code_cell(f"# {key}: not computed yet")
+        cell.metadata["tags"] = ["remove-cell"]
+        cell.outputs = [nbformat.v4.new_output(
+            "display_data", data={"text/markdown": "*Not computed yet in this build: see the note below.*"},
+            metadata={"scrapbook": {"name": key, "mime_prefix": ""}},
+        )]  # fmt: skip
+        nb.cells.append(cell)
 
 
 def execute(profile: str, force: bool = False, only: list[str] | None = None, fill: bool = False) -> dict:
