@@ -34,7 +34,7 @@ import yaml
 from pflkit.profiles import fresh, repo_relative
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ["_config.yml", "_toc.yml", "references.bib", "book", "data"]
+SOURCES = ["_config.yml", "_toc.yml", "references.bib", "book", "data", "pflkit"]  # pflkit: pages include its source
 
 
 def chapters() -> list[Path]:
@@ -235,7 +235,7 @@ def stage_sources(profile: str) -> Path:
         src = ROOT / name
         if src.is_dir():
             for f in src.rglob("*"):
-                if f.is_file() and f.suffix != ".ipynb" and ".ipynb_checkpoints" not in f.parts:
+                if f.is_file() and f.suffix != ".ipynb" and not {".ipynb_checkpoints", "__pycache__"} & set(f.parts):
                     dst = stage / f.relative_to(ROOT)
                     dst.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(f, dst)
