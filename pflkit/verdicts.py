@@ -168,13 +168,16 @@ def planned_seeds(plan: pd.DataFrame, pilot: list[int], cap: int = SEED_CAP) -> 
 
 def underpowered(v: Verdict, plan: pd.DataFrame | None, name: str) -> tuple[str, str]:
     """The verdict word of a claim run to ``plan``, and a note: a claim the plan could not decide
-    within its cap that its seeds left undecided reads *underpowered*, with the seeds it needs."""
-    if plan is None or name not in plan.index or v.word not in ("inconclusive",):
+    within its cap that its seeds left undecided reads *underpowered*, with the seeds it needs; an
+    undecided claim that ran fewer seeds than its plan says how many it ran."""
+    if plan is None or name not in plan.index or v.word != "inconclusive":
         return v.word, ""
-    p = str(plan.loc[name, "plan"])
-    return (
-        ("underpowered", p.removeprefix("underpowered ").strip("()")) if p.startswith("underpowered") else (v.word, "")
-    )
+    p, need = str(plan.loc[name, "plan"]), plan.loc[name, "seeds needed"]
+    if p.startswith("underpowered"):
+        return "underpowered", p.removeprefix("underpowered ").strip("()")
+    if need == need and need is not None and v.n < int(need):
+        return v.word, f"planned {int(need)} seeds, {v.n} run"
+    return v.word, ""
 
 
 def interval(values) -> tuple[float, float, int]:

@@ -141,3 +141,10 @@ def test_findings_lead_with_mechanisms_and_headlines():
     assert text.index("weights differ") < text.index("A beats B: **reproduces**") and "C beats D" not in text
     assert "the paper: +1.7" in text and "1 rest on a saturated setting" in text
     assert "All 3 claims of this page: 2 reproduces, 1 inconclusive." in text
+
+
+def test_an_undecided_claim_short_of_its_plan_says_how_many_seeds_ran():
+    plan = seed_plan({"a": [0.1, 0.2, 0.0]}, {"a": 0.5}, pool=False)  # 4 seeds
+    row = claim_row("a", verdict([0.1, 0.2, 0.0, 0.3][:3], resolution=None), plan=plan)
+    assert row["verdict"] == "inconclusive" and row["notes"] == "planned 4 seeds, 3 run"
+    assert claim_row("a", verdict([0.1, 0.2, 0.0, 0.3]), plan=plan)["notes"] == ""
