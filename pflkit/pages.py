@@ -81,3 +81,40 @@ def findings(rows: list[dict]) -> str:
         + " The claims table at the end has every row."
     )
     return "\n".join(out)
+
+
+class Plain(str):
+    """A string whose plain-text display has no quotes (what myst-nb's ``{glue:text}`` shows)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def prose(value, none: str = "all") -> str:
+    """A parameter's value as the text says it: ``[10, 50, 100]`` → "10, 50 and 100", ``None`` →
+    ``none``, ``0.005`` → "0.005", ``(3000, 1000)`` → "3000 and 1000"."""
+    if value is None:
+        return none
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        parts = [prose(v, none) for v in value]
+        return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1] if parts else "none"
+    return str(value)
+
+
+def glue_values(values: dict, none: dict | None = None) -> list[str]:
+    """Glue each of ``values`` (name → value) as prose, for the page's ``{glue:text}`NAME` `` roles:
+    the text then shows the values this execution used, not the names.  ``none``: per name, what
+    ``None`` means there (default "all").  Returns the names glued."""
+    from myst_nb import glue
+
+    none = none or {}
+    glued = []
+    for name, value in values.items():
+        if value is None or isinstance(value, (bool, int, float, str, list, tuple)):
+            glue(name, Plain(prose(value, none.get(name, "all"))), display=False)
+            glued.append(name)
+    return glued

@@ -148,3 +148,11 @@ def test_an_undecided_claim_short_of_its_plan_says_how_many_seeds_ran():
     row = claim_row("a", verdict([0.1, 0.2, 0.0, 0.3][:3], resolution=None), plan=plan)
     assert row["verdict"] == "inconclusive" and row["notes"] == "planned 4 seeds, 3 run"
     assert claim_row("a", verdict([0.1, 0.2, 0.0, 0.3]), plan=plan)["notes"] == ""
+
+
+def test_parameters_read_as_prose():
+    from pflkit.pages import Plain, prose
+
+    assert prose([10, 50, 100]) == "10, 50 and 100" and prose([7]) == "7" and prose((None, None)) == "all and all"
+    assert prose(None, none="one epoch") == "one epoch" and prose(5e-3) == "0.005" and prose(1000) == "1000"
+    assert repr(Plain("10 clients")) == "10 clients"
