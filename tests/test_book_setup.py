@@ -124,3 +124,24 @@ def test_a_page_that_stopped_early_still_has_its_glued_findings():
     assert "remove-cell" in glued.metadata["tags"] and glued.outputs[0]["metadata"]["scrapbook"]["name"] == "findings"
     build_book.glue_placeholders(nb)  # a key glued already is left alone
     assert len(nb.cells) == 2
+
+
+def test_the_landing_page_lists_each_chapters_lead_claims(tmp_path, monkeypatch):
+    from pflkit.verdicts import claim_row, mechanism, verdict, write_claims
+
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n\n<!-- findings -->\n")
+    nb = ROOT / "book" / "pfedhn.ipynb"
+    monkeypatch.setattr(build_book, "chapters", lambda: [ROOT / "book" / "basics.ipynb", nb])
+    mech = mechanism("it acts", verdict([5.0, 6.0, 7.0]), control="c")
+    rows = [
+        mech,
+        claim_row("A beats B", verdict([1.0, 1.1, 0.9]), "+1.7", headline=True),
+        claim_row("x", verdict([1, -1, 2])),
+    ]
+    write_claims(rows, str(tmp_path / "book" / "pfedhn.claims.csv"))
+    build_book.write_findings(tmp_path)
+    text = (tmp_path / "book" / "intro.md").read_text()
+    assert "<!-- findings -->" not in text and "**[basics](basics.ipynb)**: not executed in this build." in text
+    assert "(pfedhn.ipynb)**: 3 claims; 2 reproduces, 1 inconclusive." in text and "pFedHN" in text
+    assert "* A beats B: **reproduces**, ours +1.0 [" in text and "the paper: +1.7." in text and "* x:" not in text

@@ -41,6 +41,7 @@ SCREENSHOTS = {
     "headroom": ("book/pfedhn.html", "table-1-with-the-paper-s-headroom"),
     "rule": ("book/basics.html", "how-the-book-judges-a-claim"),
     "report": ("book/report.html", "claims-by-verdict"),
+    "landing": ("book/intro.html", "what-we-found"),
 }
 
 # the page's visible text without code, scripts and rendered math (whose assistive copy is text)

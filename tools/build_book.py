@@ -246,6 +246,7 @@ def stage_sources(profile: str) -> Path:
     buttons_need_repository(cfg)
     (stage / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     write_report_page(stage, profile)
+    write_findings(stage)
     return stage
 
 
@@ -294,6 +295,44 @@ def write_report_page(stage: Path, profile: str) -> None:
     lines += ["", f"Total execution time: {total:.0f} s.", ""]
     lines += claims_section(report)
     (stage / "book" / "report.md").write_text("\n".join(lines))
+
+
+FINDINGS_MARKER = "<!-- findings -->"
+
+
+def write_findings(stage: Path) -> None:
+    """The landing page's "What we found": each chapter's headline claims and mechanism checks (from
+    the claims files its execution wrote) and the tally of all its claims, in place of the marker."""
+    import pandas as pd
+
+    intro = stage / "book" / "intro.md"
+    if not intro.exists() or FINDINGS_MARKER not in intro.read_text():
+        return
+    titles = {p.stem: p for p in chapters()}
+    lines = []
+    for stem in titles:
+        f = stage / "book" / f"{stem}.claims.csv"
+        if not f.exists() or f.stat().st_size == 0:
+            lines += [f"**[{stem}]({stem}.ipynb)**: not executed in this build.", ""]
+            continue
+        d = pd.read_csv(f, keep_default_na=False)
+        words = d["verdict"].value_counts()
+        lines.append(f"**[{chapter_title(titles[stem])}]({stem}.ipynb)**: {len(d)} claims; "
+                     + ", ".join(f"{n} {w}" for w, n in words.items()) + ".")  # fmt: skip
+        lead = d[(d["kind"] == "mechanism") | (d["headline"].astype(str) == "True")]
+        lines += [""] + [f"* {r.claim}: **{r.verdict}**, ours {r.ours}" + (f"; the paper: {r.paper}" if r.paper else "") + "."
+                         for r in lead.itertuples()] + [""]  # fmt: skip
+    intro.write_text(intro.read_text().replace(FINDINGS_MARKER, "\n".join(lines)))
+
+
+def chapter_title(nb: Path) -> str:
+    """A chapter's title: its first Markdown heading."""
+    import nbformat
+
+    for cell in nbformat.read(nb, as_version=4).cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("# "):
+            return cell.source.splitlines()[0][2:].strip()
+    return nb.stem
 
 
 def claims_section(report: dict) -> list[str]:
