@@ -322,7 +322,11 @@ def test_claims_and_paper_tables(tmp_path):
     two = ex.claim("on two seeds", ex.sweep(arms(), [0, 1], tmp_path, workers=1, progress=False), "Local", "FedAvg")
     assert two["verdict"] == "not tested"
     table = ex.claims_table([row, two])
-    assert list(table.columns) == ["paper", "ours (a − b, 95 % CI)", "verdict", "budget"]
+    columns = ["paper", "ours (a − b, 95 % CI)", "verdict", "budget"]
+    assert row["budget"] == "budget-limited"  # two rounds: still rising, and the notes say how far
+    assert row["notes"].startswith("still rising over the last fifth: ") and row["notes"].endswith(" points")
+    columns.append("notes")
+    assert list(table.columns) == columns
     pv = ex.paper_vs_ours(res, {"FedAvg": 80.0})
     assert pv.loc["FedAvg", "paper"] == 80.0 and np.isnan(pv.loc["Local", "paper"]) and pv.loc["Local", "seeds"] == 3
 
