@@ -105,16 +105,11 @@ def prose(value, none: str = "all") -> str:
     return str(value)
 
 
-def glue_values(values: dict, none: dict | None = None) -> list[str]:
+def glue_values(values: dict) -> None:
     """Glue each of ``values`` (name → value) as prose, for the page's ``{glue:text}`NAME` `` roles:
-    the text then shows the values this execution used, not the names.  ``none``: per name, what
-    ``None`` means there (default "all").  Returns the names glued."""
+    the text then shows the values this execution used, not the names (``None`` reads "all")."""
     from myst_nb import glue
 
-    none = none or {}
-    glued = []
     for name, value in values.items():
         if value is None or isinstance(value, (bool, int, float, str, list, tuple)):
-            glue(name, Plain(prose(value, none.get(name, "all"))), display=False)
-            glued.append(name)
-    return glued
+            glue(name, Plain(prose(value)), display=False)

@@ -301,14 +301,13 @@ def mechanism(text: str, v: Verdict, paper: str = "", *, control: str, **row) ->
 CLAIM_COLUMNS = ["paper", "ours (a − b, 95 % CI)", "verdict", "budget", "notes"]
 
 
-def claims_table(rows: list[dict], *, write: bool = True) -> pd.DataFrame:
+def claims_table(rows: list[dict]) -> pd.DataFrame:
     """The claims of a chapter as one table (the rows of :func:`claim`, :func:`claim_row`,
     :func:`mechanism`); a *notes* column only when a row has notes.  With ``PFLBOOK_CLAIMS_FILE``
     set (the book's build sets it) the rows are also written there, as data: claim, paper, ours,
     the mean, interval and seeds, verdict, budget flag, notes, headline, kind."""
     table = pd.DataFrame([{k: r.get(k, "") for k in ("claim", *CLAIM_COLUMNS)} for r in rows]).set_index("claim")
-    if write:
-        write_claims(rows)
+    write_claims(rows)
     return table if (table["notes"] != "").any() else table.drop(columns="notes")
 
 

@@ -11,9 +11,9 @@ from pflkit import engine
 from pflkit.data import FedDataset
 from pflkit.engine import Federation, RunConfig, build, run
 from pflkit.errors import PflkitError
-from pflkit.federated import flatten, nbytes, snapshot
+from pflkit.federated import evaluate, flatten, nbytes, snapshot
 from pflkit.methods import get_method
-from pflkit.methods.pfedhn import PFedHNServer, client_width, train_novel_embedding
+from pflkit.methods.pfedhn import PFedHNServer, client_width, swap_accuracy, train_novel_embedding
 from pflkit.models import build_model
 from pflkit.partitions import partition_dataset
 from tests.conftest import killed_and_resumed, strip, tiny_config
@@ -231,3 +231,26 @@ def test_shared_embedding_generates_one_model_for_every_client(tiny_fed):
         assert all(torch.equal(first[k], t) for k, t in s.theta(cid).items())
     _, _, own, _ = build(tiny_config(method="pfedhn", rounds=2), tiny_fed(cfg))
     assert not torch.equal(own.theta(0)["head.weight"], own.theta(1)["head.weight"])  # trainable: one v_i each
+
+
+@pytest.mark.parametrize("method", ["pfedhn", "pfedhn-pc"])
+def test_swap_accuracy_has_each_clients_own_model_on_its_diagonal(tiny_fed, method):
+    cfg = tiny_config(method=method, rounds=2)
+    captured = {}
+    run(cfg, tiny_fed(cfg), on_round=lambda r, row, s, c: captured.update(s=s, c=c))
+    server, clients = captured["s"], captured["c"]
+    mix = np.array(swap_accuracy(server, clients))
+    assert mix.shape == (cfg.clients, cfg.clients)
+    for i, ci in enumerate(clients):
+        x, y = ci.data.split("test")
+        own = evaluate(ci.eval_model(server.eval_message(i)), x, y)["correct"] / len(y)
+        assert mix[i, i] == own  # and client i's model is back to its own afterwards
+        assert evaluate(ci.model, x, y)["correct"] / len(y) == own
+
+
+def test_swap_accuracy_under_a_shared_embedding_is_the_same_for_every_donor(tiny_fed):
+    cfg = tiny_config(method="pfedhn", rounds=2, options={"embedding": "shared"})
+    captured = {}
+    run(cfg, tiny_fed(cfg), on_round=lambda r, row, s, c: captured.update(s=s, c=c))
+    mix = np.array(swap_accuracy(captured["s"], captured["c"]))
+    assert (mix == mix[:, :1]).all()  # one generated model: own and swapped are the same

@@ -42,7 +42,7 @@ from torch import nn
 from torch.nn.utils.parametrizations import spectral_norm as _spectral_norm
 
 from ..errors import PflkitError
-from ..federated import Client, Server, derive_seed, nbytes, snapshot
+from ..federated import Client, Server, derive_seed, evaluate, nbytes, snapshot
 from ..models import build_model
 from . import Method, register
 
@@ -265,6 +265,23 @@ class PFedHNClient(Client):
 
 class PFedHNPCServer(PFedHNServer):
     generated_prefix = "body."  # h generates the feature extractor θ_i; ω_i stays on the client
+
+
+def swap_accuracy(server: PFedHNServer, clients: list[Client]) -> list[list[float]]:
+    """Figure 3's mix and match: entry (i, j) is client i's test accuracy with the weights the
+    hypernetwork generates for client j (pFedHN: the whole model θ_j; pFedHN-PC: the feature extractor
+    θ_j under client i's own classifier ω_i).  The diagonal is each client's own model."""
+    mix = []
+    for i, ci in enumerate(clients):
+        x, y = ci.data.split("test")
+        model = ci.eval_model(server.eval_message(i))  # client i's model: θ_i (and its head ω_i)
+        row = []
+        for j in range(len(clients)):
+            model.load_state_dict(server.eval_message(j)["weights"], strict=False)  # θ_j, anything else kept
+            row.append(evaluate(model, x, y)["correct"] / len(y))
+        model.load_state_dict(server.eval_message(i)["weights"], strict=False)
+        mix.append(row)
+    return mix
 
 
 # ----------------------------------------------------------------------------- novel clients
