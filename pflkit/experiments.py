@@ -37,6 +37,7 @@ from .sweeps import (
     diverged_record,
     execute,
     improvement,
+    planned_sweep,
     probe_name,
     still_improving,
     sweep,
@@ -61,6 +62,7 @@ from .verdicts import (
     WORDS,
     Verdict,
     _budget,
+    arm_seeds,
     claim,
     claim_row,
     claims_data,
@@ -76,11 +78,15 @@ from .verdicts import (
     seed_plan,
     seeds_needed,
     tally,
+    to_clear,
     verdict,
     write_claims,
 )
 
 __all__ = [
+    "arm_seeds",
+    "planned_sweep",
+    "to_clear",
     "headroom",
     "write_claims",
     "tally",

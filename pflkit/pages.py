@@ -30,8 +30,9 @@ written once in the kit (`pflkit.verdicts`), gives every verdict in the book:
 5. **Seeds are planned.** The first seeds of a claim are its pilot. From their spread (pooled over a
    section's like claims, raised to its one-sided {100 * SD_UPPER:.0f} % upper bound, since three seeds
    estimate a spread poorly) the kit computes how many seeds bring the expected half-width of the
-   interval below the claim's decision scale (the margin the claim is about, at least
-   {DECISION_FLOOR:g} point), at most {SEED_CAP}. A claim that {SEED_CAP} seeds cannot decide reads
+   interval below the distance the pilot's mean must clear for a word to apply: 0 for a direction,
+   or the edge of $\\pm m$, whichever is nearer (at least {DECISION_FLOOR:g} point), at most {SEED_CAP}. The
+   arms of the claim then run to that many seeds. A claim that {SEED_CAP} seeds cannot decide reads
    **underpowered (needs N seeds)** instead of being run and left inconclusive. With fewer than
    {MIN_SEEDS} seeds there is no word at all (*not tested*): two seeds that agree in sign would pass a
    sign test one time in four by chance alone.

@@ -28,7 +28,7 @@ from .errors import NotInStore, PflkitError, TrainingDiverged
 from .methods import display_name, get_method
 from .profiles import repo_relative
 from .store import Store, _log_usage, canonical, code_version, cores, run_key
-from .verdicts import Verdict, _budget, interval, verdict
+from .verdicts import DECISION_FLOOR, SEED_CAP, Verdict, _budget, arm_seeds, interval, planned_seeds, seed_plan, verdict
 
 IMPROVING_POINTS = 1.0  # still improving: validation accuracy rose by more than this over the last fifth
 
@@ -123,7 +123,7 @@ def probe_name(probe: Callable) -> str:
 
 def sweep(
     arms: dict[str, RunConfig],
-    seeds: Iterable[int],
+    seeds: Iterable[int] | dict[str, Iterable[int]],
     store,
     *,
     workers: int | None = None,
@@ -132,7 +132,8 @@ def sweep(
     probe: Callable | None = None,
     progress: bool | None = None,
 ) -> SweepResult:
-    """Run every arm (a named config) with every seed; reuse what ``store`` holds.
+    """Run every arm (a named config) with every seed; reuse what ``store`` holds.  ``seeds``: one
+    list for every arm, or a list per arm (:func:`pflkit.verdicts.arm_seeds`: each arm to its plan).
 
     ``workers``: local worker processes (default: one per core for one thread each; never
     more threads than cores in total).  ``executor``: any ``concurrent.futures.Executor``
@@ -146,11 +147,18 @@ def sweep(
     """
     if progress is None:
         progress = os.environ.get("PFLBOOK_PROGRESS", "1") != "0"
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise PflkitError("a sweep needs at least one seed")
     if not arms:
         raise PflkitError("a sweep needs at least one arm")
+    if isinstance(seeds, dict):
+        if lacking := [a for a in arms if not seeds.get(a)]:
+            raise PflkitError(f"no seeds for the arm(s) {', '.join(lacking)}")
+        per_arm = {name: [int(s) for s in seeds[name]] for name in arms}
+        seeds = sorted({s for v in per_arm.values() for s in v})
+    else:
+        seeds = [int(s) for s in seeds]
+        per_arm = dict.fromkeys(arms, seeds)
+    if not seeds:
+        raise PflkitError("a sweep needs at least one seed")
     if threads < 1:
         raise PflkitError(f"threads must be >= 1, got {threads}")
     store = store if isinstance(store, Store) else Store(store)
@@ -159,7 +167,7 @@ def sweep(
     records: dict[tuple[str, int], dict] = {}
     todo: dict[str, tuple[RunConfig, list[tuple[str, int]]]] = {}  # key -> config, (arm, seed) pairs
     for name, cfg in arms.items():
-        for seed in seeds:
+        for seed in per_arm[name]:
             c = dataclasses.replace(cfg, seed=seed, checkpoint=None)
             key = run_key(c, threads)
             rec = store.get(key)
@@ -186,6 +194,25 @@ def sweep(
                 records[pair] = finished[key]
     _log_usage(store, records, todo)
     return SweepResult(records, list(arms), seeds, computed=len(todo), reused=reused)
+
+
+def planned_sweep(
+    arms: dict[str, RunConfig], pilot: list[int], store, diffs: Callable, *, claim_arms: dict | None = None,
+    cap: int = SEED_CAP, pool: bool = True, margins: dict | None = None, resolution=None, floor=DECISION_FLOOR, **kw,
+) -> tuple[SweepResult, pd.DataFrame]:  # fmt: skip
+    """The verdict rule's seed plan in one call: every arm on the ``pilot`` seeds; the plan
+    (:func:`pflkit.verdicts.seed_plan`) of the claims that ``diffs(result)`` measures (claim ->
+    per-seed differences); then each claim's arms (``claim_arms``: claim -> arms; without it,
+    every arm) on the seeds its plan asks for.  ``kw`` goes to :func:`sweep` (``probe``, ...).
+    Returns the result and the plan."""
+    first = sweep(arms, pilot, store, **kw)
+    plan = seed_plan({k: list(v) for k, v in diffs(first).items()}, cap=cap, pool=pool, margins=margins,
+                     resolution=resolution, floor=floor)  # fmt: skip
+    if claim_arms is None:
+        seeds = planned_seeds(plan, pilot, cap)
+    else:
+        seeds = arm_seeds(plan, claim_arms, pilot, arms=arms, cap=cap)
+    return sweep(arms, seeds, store, **kw), plan
 
 
 def _local_workers(workers: int | None, threads: int, n_runs: int) -> int:

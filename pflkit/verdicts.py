@@ -123,35 +123,48 @@ def seeds_needed(sd: float, scale: float, most: int = 100) -> int | None:
     return None
 
 
+def to_clear(mean: float, margin: float | None = None, resolution: float | None = None) -> float:
+    """How far the half-width of a claim's interval must shrink for the verdict to decide, if the
+    pilot's mean difference holds: a directional claim clears 0 (or, with a ``resolution`` m, fits
+    inside ± m, whichever is nearer: ``max(|mean|, m − |mean|)``); a "no difference" claim with
+    ``margin`` M clears ± M from the side its mean lies on (``| |mean| − M |``)."""
+    a = abs(mean)
+    if margin is not None:
+        return abs(a - margin)
+    return max(a, resolution - a) if resolution is not None else a
+
+
 def seed_plan(
-    claims: dict, scale: dict | float = 1.0, *, cap: int = SEED_CAP, pool: bool = True,
-    margins: dict | None = None, resolution: dict | float | None = None,
+    claims: dict, *, cap: int = SEED_CAP, pool: bool = True, margins: dict | None = None,
+    resolution: dict | float | None = None, floor: dict | float = DECISION_FLOOR,
 ) -> pd.DataFrame:  # fmt: skip
     """Per claim (``claims``: name -> its paired differences on the pilot seeds): the spread the
     plan assumes (the pooled spread of all the claims given, or the claim's own with ``pool=False``,
-    raised to its :data:`SD_UPPER` upper bound), the decision scale (``scale``: one value, or one
-    per claim; at least :data:`DECISION_FLOOR`), the seeds that bring the expected 95 % half-width
-    below it, and the plan: that many seeds, or *underpowered (needs N seeds)* when ``cap`` seeds
-    cannot decide it, before its runs are made.  A claim the pilot already decides (its verdict,
-    with its ``margins`` / ``resolution``, is not *inconclusive*) is planned at the pilot's seeds."""
+    raised to its :data:`SD_UPPER` upper bound), the distance the interval must clear
+    (:func:`to_clear`, from the pilot's mean; at least :data:`DECISION_FLOOR`), the seeds whose
+    expected 95 % half-width is that small, and the plan: that many seeds, or *underpowered (needs N
+    seeds)* when ``cap`` seeds cannot decide it, before its runs are made.  A claim the pilot already
+    decides (its verdict, with its ``margins`` / ``resolution``, is not *inconclusive*) is planned at
+    the pilot's seeds.  ``floor``: one value, or one per claim (a claim in another unit than points)."""
     shared = pooled_sd(claims.values()) if pool else None
     margins = margins or {}
     rows = []
     for name, diffs in claims.items():
         sd, dof = shared if pool else pooled_sd([diffs])
-        m = max(scale.get(name, 1.0) if isinstance(scale, dict) else scale, DECISION_FLOOR)
         res = resolution.get(name) if isinstance(resolution, dict) else resolution
         pilot = verdict(diffs, margin=margins.get(name), resolution=res)
+        least = floor.get(name, DECISION_FLOOR) if isinstance(floor, dict) else floor
+        m = max(to_clear(pilot.mean, margins.get(name), res), least) if pilot.n else float("nan")
         upper = sd_upper(sd, dof)
-        need = seeds_needed(upper, m) if upper == upper else None
+        need = seeds_needed(upper, m) if upper == upper and m == m else None
         if pilot.n >= MIN_SEEDS and pilot.word != "inconclusive":
             need, plan = pilot.n, f"decided on the pilot ({pilot.word})"
         else:
             plan = (f"{need} seeds" if need is not None and need <= cap
                     else f"underpowered (needs {need} seeds)" if need is not None
                     else "underpowered (needs more than 100 seeds)" if upper == upper else "not tested (no spread)")  # fmt: skip
-        rows.append({"claim": name, "pilot seeds": pilot.n, "sd assumed": upper,
-                     "scale (± points)": m, "seeds needed": need, "plan": plan})  # fmt: skip
+        rows.append({"claim": name, "pilot seeds": pilot.n, "pilot mean": pilot.mean, "sd assumed": upper,
+                     "to clear (points)": m, "seeds needed": need, "plan": plan})  # fmt: skip
     return pd.DataFrame(rows).set_index("claim")
 
 
@@ -159,11 +172,29 @@ def planned_seeds(plan: pd.DataFrame, pilot: list[int], cap: int = SEED_CAP) -> 
     """The seeds a section runs to: the pilot's, then the next ones up to the largest number of
     seeds a claim of ``plan`` (:func:`seed_plan`) needs within ``cap`` (underpowered claims add
     none)."""
-    within = [int(n) for n, p in zip(plan["seeds needed"], plan["plan"]) if n == n and n is not None and n <= cap
-              and not str(p).startswith(("underpowered", "not tested"))]  # fmt: skip
-    n = max([len(pilot), *within])
+    return _seeds(max([len(pilot), *(_need(plan, c, cap) for c in plan.index)]), pilot)
+
+
+def arm_seeds(plan: pd.DataFrame, claim_arms: dict, pilot: list[int], arms=(), cap: int = SEED_CAP) -> dict:
+    """The seeds each arm runs to under ``plan``: the pilot's, then as many as the claim that
+    compares it and needs most (``claim_arms``: plan claim -> the arms it compares); the other
+    ``arms`` run the pilot's only.  A sweep given this dict runs nothing else."""
+    need: dict = dict.fromkeys(arms, len(pilot))
+    for c, arms in claim_arms.items():
+        for a in arms:
+            need[a] = max(need.get(a, len(pilot)), _need(plan, c, cap) if c in plan.index else len(pilot))
+    return {a: _seeds(n, pilot) for a, n in need.items()}
+
+
+def _need(plan: pd.DataFrame, name: str, cap: int) -> int:
+    n, p = plan.loc[name, "seeds needed"], str(plan.loc[name, "plan"])
+    ok = n == n and n is not None and int(n) <= cap and not p.startswith(("underpowered", "not tested"))
+    return int(n) if ok else 0
+
+
+def _seeds(n: int, pilot: list[int]) -> list[int]:
     extra = [s for s in range(max(pilot) + 1, max(pilot) + 1 + n) if s not in pilot]
-    return list(pilot) + extra[: n - len(pilot)]
+    return list(pilot) + extra[: max(0, n - len(pilot))]
 
 
 def underpowered(v: Verdict, plan: pd.DataFrame | None, name: str) -> tuple[str, str]:

@@ -118,6 +118,32 @@ def test_sweep_reuses_the_store(tmp_path):
     rec = first["FedAvg", 0]
     assert {"config", "history", "final", "comm", "provenance", "key", "canonical"} <= set(rec)
     assert rec["provenance"]["threads"] == 1 and rec["config"]["seed"] == 0
+    planned = ex.sweep(arms(), {"FedAvg": [0, 1, 2, 3, 4], "Local": [0, 1]}, tmp_path / "s", workers=1, progress=False)
+    assert (planned.computed, planned.reused) == (1, 6) and planned.seeds == [
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]  # each arm to its own seeds
+    assert list(planned.values("Local").index) == [0, 1] and len(planned.paired("FedAvg", "Local")) == 2
+    with pytest.raises(PflkitError, match="no seeds for the arm"):
+        ex.sweep(arms(), {"FedAvg": [0]}, tmp_path / "s", workers=1, progress=False)
+
+
+def test_a_planned_sweep_runs_the_pilot_then_each_claims_arms_to_its_plan(tmp_path):
+    seen = []
+
+    def diffs(res):  # the claim's pilot differences (fixed here: mean +0.1, sd 0.1 -> 4 seeds)
+        seen.append(res.seeds)
+        return {"a": [0.1, 0.2, 0.0]}
+
+    res, plan = ex.planned_sweep(arms(), [0, 1, 2], tmp_path, diffs, claim_arms={"a": ["FedAvg"]}, pool=False,
+                                 workers=1, progress=False)  # fmt: skip
+    assert seen == [[0, 1, 2]] and plan.loc["a", "plan"] == "4 seeds"
+    assert list(res.values("FedAvg").index) == [0, 1, 2, 3] and list(res.values("Local").index) == [0, 1, 2]
+    every, _ = ex.planned_sweep(arms(), [0, 1, 2], tmp_path, diffs, pool=False, workers=1, progress=False)
+    assert every.computed == 1 and list(every.values("Local").index) == [0, 1, 2, 3]  # without claim_arms: every arm
 
 
 def test_a_read_only_store_computes_nothing_and_says_what_it_lacks(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ import pytest
 from pflkit.verdicts import (
     DECISION_FLOOR,
     SEED_CAP,
+    arm_seeds,
     claim_row,
     claims_table,
     mechanism,
@@ -20,6 +21,7 @@ from pflkit.verdicts import (
     seed_plan,
     seeds_needed,
     tally,
+    to_clear,
     verdict,
 )
 
@@ -49,26 +51,42 @@ def test_the_spread_is_pooled_and_bounded_from_above():
     assert math.isnan(pooled_sd([[1.0]])[0])
 
 
+def test_the_distance_to_clear_is_to_the_nearest_boundary_a_verdict_can_cross():
+    assert to_clear(3.0) == 3.0 and to_clear(-3.0) == 3.0  # a direction: clear 0
+    assert to_clear(0.2, resolution=1.0) == 0.8  # near 0: fit inside ± 1 (no difference)
+    assert to_clear(0.7, resolution=1.0) == 0.7  # nearer the edge: clear 0
+    assert to_clear(-4.7, margin=2.0) == pytest.approx(2.7)  # a "no difference" claim far outside ± 2: contradict it
+    assert to_clear(0.5, margin=2.0) == 1.5  # well inside: confirm it
+
+
 def test_the_plan_names_the_seeds_or_says_underpowered_before_running():
     claims = {"wide": [4.0, -2.0, 6.0], "tight": [0.1, 0.2, 0.0], "lonely": [1.0], "done": [1.0, 1.1, 0.9]}
-    own = seed_plan(claims, {"wide": 3.0, "tight": 0.1}, pool=False)
-    assert own.loc["tight", "scale (± points)"] == DECISION_FLOOR  # no plan resolves less than the floor
+    own = seed_plan(claims, pool=False)
+    assert own.loc["tight", "to clear (points)"] == DECISION_FLOOR  # no plan resolves less than the floor
     assert own.loc["tight", "plan"] == "4 seeds"  # sd 0.1, bounded to 0.21 on 2 dof: 4.30 · 0.21 / √3 > 0.5
     assert own.loc["done", "plan"] == "decided on the pilot (reproduces)" and own.loc["done", "seeds needed"] == 3
     assert own.loc["wide", "plan"].startswith("underpowered (needs ") and own.loc["wide", "seeds needed"] > SEED_CAP
     assert own.loc["lonely", "plan"] == "not tested (no spread)"
-    assert seed_plan(claims, 0.5, pool=False).loc["wide", "plan"] == "underpowered (needs more than 100 seeds)"
-    pooled = seed_plan(claims, 1.0)  # like claims share one spread
+    pooled = seed_plan(claims)  # like claims share one spread
     assert pooled["sd assumed"].nunique() == 1 and pooled.loc["lonely", "plan"] != "not tested (no spread)"
+    near = seed_plan({"wide": [1.0, -2.0, 1.6]}, resolution=1.0, pool=False)  # mean +0.2: must fit inside ± 1
+    far = seed_plan({"wide": [9.0, 2.0, 6.0]}, resolution=1.0, pool=False)  # the same spread, mean +5.7
+    assert near.loc["wide", "plan"].startswith("underpowered") and far.loc["wide", "plan"] == "10 seeds"
 
 
 def test_planned_seeds_run_to_the_largest_decidable_plan():
-    plan = seed_plan({"a": [0.1, 0.2, 0.0], "b": [4.0, -2.0, 6.0]}, {"a": 0.5, "b": 3.0}, pool=False)
+    plan = seed_plan({"a": [0.1, 0.2, 0.0], "b": [4.0, -2.0, 6.0]}, pool=False)
     assert planned_seeds(plan, [0, 1, 2]) == [0, 1, 2, 3]  # "a" needs 4; "b" is underpowered and adds none
     assert planned_seeds(plan.drop(index="a"), [0, 1, 2]) == [0, 1, 2]
     row = claim_row("b", verdict([4.0, -2.0, 6.0]), plan=plan)
     assert row["verdict"] == "underpowered" and row["notes"].startswith("needs ")
     assert claim_row("b", verdict([4.0, 5.0, 6.0]), plan=plan)["verdict"] == "reproduces"  # decided stays decided
+
+
+def test_each_arm_runs_to_the_plan_of_the_claims_that_compare_it():
+    plan = seed_plan({"a": [0.1, 0.2, 0.0], "b": [4.0, -2.0, 6.0], "c": [1.0, 1.1, 0.9]}, pool=False)
+    seeds = arm_seeds(plan, {"a": ["X", "Base"], "b": ["Y", "Base"], "c": ["Z", "Base"]}, [0, 1, 2], arms=["W"])
+    assert seeds == {"W": [0, 1, 2], "X": [0, 1, 2, 3], "Base": [0, 1, 2, 3], "Y": [0, 1, 2], "Z": [0, 1, 2]}
 
 
 class _Result:  # what saturation() reads of a SweepResult: arms and per-seed values
@@ -144,7 +162,7 @@ def test_findings_lead_with_mechanisms_and_headlines():
 
 
 def test_an_undecided_claim_short_of_its_plan_says_how_many_seeds_ran():
-    plan = seed_plan({"a": [0.1, 0.2, 0.0]}, {"a": 0.5}, pool=False)  # 4 seeds
+    plan = seed_plan({"a": [0.1, 0.2, 0.0]}, pool=False)  # 4 seeds
     row = claim_row("a", verdict([0.1, 0.2, 0.0, 0.3][:3], resolution=None), plan=plan)
     assert row["verdict"] == "inconclusive" and row["notes"] == "planned 4 seeds, 3 run"
     assert claim_row("a", verdict([0.1, 0.2, 0.0, 0.3]), plan=plan)["notes"] == ""
