@@ -114,3 +114,22 @@ def glue_values(values: dict) -> None:
     for name, value in values.items():
         if value is None or isinstance(value, (bool, int, float, str, list, tuple)):
             glue(name, Plain(prose(value)), display=False)
+
+
+def missing_as_dash(html: str) -> str:
+    """A table's HTML with every missing value (pandas' ``NaN``, ``None``, ``<NA>`` cells) shown as "—"."""
+    import re
+
+    return re.sub(r"(<td[^>]*>)\s*(NaN|None|&lt;NA&gt;)\s*(</td>)", r"\1—\3", html)
+
+
+def dash_for_missing() -> None:
+    """In a notebook: show every DataFrame's missing values as "—" (the pages' convention), keeping
+    pandas' own HTML table otherwise.  Outside IPython it does nothing."""
+    import pandas as pd
+
+    try:
+        ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821  (defined inside IPython only)
+    except NameError:
+        return
+    ip.display_formatter.formatters["text/html"].for_type(pd.DataFrame, lambda df: missing_as_dash(df._repr_html_()))

@@ -174,3 +174,13 @@ def test_parameters_read_as_prose():
     assert prose([10, 50, 100]) == "10, 50 and 100" and prose([7]) == "7" and prose((None, None)) == "all and all"
     assert prose(None, none="one epoch") == "one epoch" and prose(5e-3) == "0.005" and prose(1000) == "1000"
     assert repr(Plain("10 clients")) == "10 clients"
+
+
+def test_missing_values_read_as_a_dash():
+    import numpy as np
+
+    from pflkit.pages import missing_as_dash
+
+    html = pd.DataFrame({"paper": [1.5, np.nan], "note": ["NaN flu", None]}).to_html()
+    out = missing_as_dash(html)
+    assert out.count("<td>—</td>") == 2 and "<td>1.5</td>" in out and "NaN flu" in out  # text that merely contains it stays

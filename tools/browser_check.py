@@ -10,6 +10,8 @@ proxy request fails):
   excluded);
 * every ``<img>`` has loaded (natural width > 0);
 * no cell shows an error or a traceback;
+* at most ``MAX_CODE_LINES`` lines of code are shown unfolded, no table cell reads ``NaN``, and the
+  text has no development words ("issue 12", "earlier build");
 * and the execution report lists every chapter with its profile and wall time.
 
 One line per failure, naming the page; exit 1 if any.  Chromium and chromedriver come from
@@ -33,6 +35,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("chromium", "chromium-driver")
+MAX_CODE_LINES = 200  # code lines a chapter shows unfolded (setup, tables and prose-writing cells are folded)
+DEV_WORDS = re.compile(r"\b(issue \d+|earlier build|development run|this session)\b", re.IGNORECASE)
 RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\\begin\{|\\frac\b|\\sum\b|\\mathcal\b|\\lVert\b|\$\$")
 SCREENSHOTS = {
     "derivation": ("book/pfedhn.html", "derivation"),
@@ -59,6 +63,17 @@ ERRORS = """
 const bad = Array.from(document.querySelectorAll('.output.traceback, .output.error, .cell_output .traceback'));
 const text = Array.from(document.querySelectorAll('.cell_output')).map(e => e.innerText).join('\\n');
 return bad.length + (text.includes('Traceback (most recent call last)') ? 1 : 0);
+"""
+CODE_LINES = """
+return Array.from(document.querySelectorAll('div.cell'))
+    .filter(c => !c.className.match(/tag_(hide|remove)-(input|cell)/))
+    .map(c => c.querySelector('.cell_input pre'))
+    .filter(p => p !== null)
+    .reduce((n, p) => n + p.innerText.replace(/\\n+$/, '').split('\\n').length, 0);
+"""
+NAN_CELLS = """
+return Array.from(document.querySelectorAll('.cell_output td, .cell_output th'))
+    .filter(e => e.innerText.trim() === 'NaN').length;
 """
 MATH_DONE = """
 const done = arguments[arguments.length - 1];
@@ -144,6 +159,12 @@ def check_page(d, html: Path, page: Path) -> list[str]:
     errors = d.execute_script(ERRORS)
     if errors:
         problems.append(f"{rel}: {errors} cell(s) show an error or a traceback")
+    if (lines := d.execute_script(CODE_LINES)) > MAX_CODE_LINES:
+        problems.append(f"{rel}: {lines} lines of code shown unfolded (at most {MAX_CODE_LINES}; fold the rest)")
+    if nan := d.execute_script(NAN_CELLS):
+        problems.append(f"{rel}: {nan} table cell(s) read NaN (write '—' for a missing value)")
+    if dev := DEV_WORDS.findall(d.execute_script(VISIBLE_TEXT) or ""):
+        problems.append(f"{rel}: development words in the text, e.g. {dev[0]!r}")
     return problems
 
 
