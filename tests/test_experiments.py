@@ -118,14 +118,9 @@ def test_sweep_reuses_the_store(tmp_path):
     rec = first["FedAvg", 0]
     assert {"config", "history", "final", "comm", "provenance", "key", "canonical"} <= set(rec)
     assert rec["provenance"]["threads"] == 1 and rec["config"]["seed"] == 0
-    planned = ex.sweep(arms(), {"FedAvg": [0, 1, 2, 3, 4], "Local": [0, 1]}, tmp_path / "s", workers=1, progress=False)
-    assert (planned.computed, planned.reused) == (1, 6) and planned.seeds == [
-        0,
-        1,
-        2,
-        3,
-        4,
-    ]  # each arm to its own seeds
+    per_arm = {"FedAvg": [0, 1, 2, 3, 4], "Local": [0, 1]}  # each arm to its own seeds
+    planned = ex.sweep(arms(), per_arm, tmp_path / "s", workers=1, progress=False)
+    assert (planned.computed, planned.reused) == (1, 6) and planned.seeds == per_arm["FedAvg"]
     assert list(planned.values("Local").index) == [0, 1] and len(planned.paired("FedAvg", "Local")) == 2
     with pytest.raises(PflkitError, match="no seeds for the arm"):
         ex.sweep(arms(), {"FedAvg": [0]}, tmp_path / "s", workers=1, progress=False)
