@@ -198,12 +198,14 @@ def sweep(
 
 def planned_sweep(
     arms: dict[str, RunConfig], pilot: list[int], store, diffs: Callable, *, claim_arms: dict | None = None,
-    cap: int = SEED_CAP, pool: bool = True, margins: dict | None = None, resolution=None, floor=DECISION_FLOOR, **kw,
+    cap: int = SEED_CAP, pool: bool = True, margins: dict | None = None, resolution=None, floor=DECISION_FLOOR,
+    run: int | None = None, **kw,
 ) -> tuple[SweepResult, pd.DataFrame]:  # fmt: skip
     """The verdict rule's seed plan in one call: every arm on the ``pilot`` seeds; the plan
     (:func:`pflkit.verdicts.seed_plan`) of the claims that ``diffs(result)`` measures (claim ->
     per-seed differences); then each claim's arms (``claim_arms``: claim -> arms; without it,
-    every arm) on the seeds its plan asks for.  ``kw`` goes to :func:`sweep` (``probe``, ...).
+    every arm) on the seeds its plan asks for, at most ``run`` of them (a store's budget; the plan
+    still says what deciding would take).  ``kw`` goes to :func:`sweep` (``probe``, ...).
     Returns the result and the plan."""
     first = sweep(arms, pilot, store, **kw)
     plan = seed_plan({k: list(v) for k, v in diffs(first).items()}, cap=cap, pool=pool, margins=margins,
@@ -212,6 +214,9 @@ def planned_sweep(
         seeds = planned_seeds(plan, pilot, cap)
     else:
         seeds = arm_seeds(plan, claim_arms, pilot, arms=arms, cap=cap)
+    if run is not None:
+        keep = max(len(pilot), run)
+        seeds = {a: v[:keep] for a, v in seeds.items()} if isinstance(seeds, dict) else seeds[:keep]
     return sweep(arms, seeds, store, **kw), plan
 
 

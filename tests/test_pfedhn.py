@@ -248,6 +248,16 @@ def test_swap_accuracy_has_each_clients_own_model_on_its_diagonal(tiny_fed, meth
         assert evaluate(ci.model, x, y)["correct"] / len(y) == own
 
 
+def test_swap_accuracy_on_a_subset_is_the_full_matrix_restricted_to_it(tiny_fed):
+    cfg = tiny_config(method="pfedhn", rounds=2)
+    captured = {}
+    run(cfg, tiny_fed(cfg), on_round=lambda r, row, s, c: captured.update(s=s, c=c))
+    server, clients = captured["s"], captured["c"]
+    full = np.array(swap_accuracy(server, clients))
+    group = [clients[3], clients[1]]  # one size group of Table 2, in any order: clients by id, not by position
+    assert (np.array(swap_accuracy(server, group)) == full[np.ix_([3, 1], [3, 1])]).all()
+
+
 def test_swap_accuracy_under_a_shared_embedding_is_the_same_for_every_donor(tiny_fed):
     cfg = tiny_config(method="pfedhn", rounds=2, options={"embedding": "shared"})
     captured = {}

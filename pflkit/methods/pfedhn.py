@@ -268,18 +268,19 @@ class PFedHNPCServer(PFedHNServer):
 
 
 def swap_accuracy(server: PFedHNServer, clients: list[Client]) -> list[list[float]]:
-    """Figure 3's mix and match: entry (i, j) is client i's test accuracy with the weights the
-    hypernetwork generates for client j (pFedHN: the whole model θ_j; pFedHN-PC: the feature extractor
-    θ_j under client i's own classifier ω_i).  The diagonal is each client's own model."""
+    """Figure 3's mix and match: entry (i, j) is the test accuracy of ``clients[i]`` with the weights
+    the hypernetwork generates for ``clients[j]`` (pFedHN: the whole model θ_j; pFedHN-PC: the feature
+    extractor θ_j under client i's own classifier ω_i).  The diagonal is each client's own model.
+    ``clients`` may be any subset whose models share one architecture (one size group of Table 2)."""
     mix = []
-    for i, ci in enumerate(clients):
+    for ci in clients:
         x, y = ci.data.split("test")
-        model = ci.eval_model(server.eval_message(i))  # client i's model: θ_i (and its head ω_i)
+        model = ci.eval_model(server.eval_message(ci.cid))  # client i's model: θ_i (and its head ω_i)
         row = []
-        for j in range(len(clients)):
-            model.load_state_dict(server.eval_message(j)["weights"], strict=False)  # θ_j, anything else kept
+        for cj in clients:
+            model.load_state_dict(server.eval_message(cj.cid)["weights"], strict=False)  # θ_j, anything else kept
             row.append(evaluate(model, x, y)["correct"] / len(y))
-        model.load_state_dict(server.eval_message(i)["weights"], strict=False)
+        model.load_state_dict(server.eval_message(ci.cid)["weights"], strict=False)
         mix.append(row)
     return mix
 
