@@ -55,32 +55,45 @@ result store (one JSON file per run, keyed by its configuration), so re-executin
 only what changed, and a sweep interrupted half-way resumes where it stopped."""
 
 
-def findings(rows: list[dict]) -> str:
+def findings(rows: list[dict], bullets: int = 5) -> str:
     """A chapter's findings as Markdown, from its claims (the rows of :func:`pflkit.verdicts.claim_row`
-    and :func:`pflkit.verdicts.mechanism`): the headline claims and the mechanism checks first, each
-    with its word, our difference and the paper's, then the count of every word."""
+    and :func:`pflkit.verdicts.mechanism`), short enough for the top of a page: at most ``bullets``
+    bullets (the mechanism checks in one, then the headline claims, each with its word, our difference
+    and the paper's; a chapter that marks no headline gets one bullet per verdict word, with its first
+    claim), the count of
+    every word, and every lead claim with its notes in a folded list."""
     from collections import Counter
 
-    def line(r: dict) -> str:
+    def ours(r: dict) -> str:
         paper = f"; the paper: {r['paper']}" if r.get("paper") else ""
-        notes = f" ({r['notes']})" if r.get("notes") else ""
-        return f"* {r['claim']}: **{r['verdict']}**, ours {r['ours (a − b, 95 % CI)']}{paper}{notes}."
+        return f"**{r['verdict']}**, ours {r['ours (a − b, 95 % CI)']}{paper}"
 
     heads = [r for r in rows if r.get("headline")]
     mechs = [r for r in rows if r.get("kind") == "mechanism"]
     out = []
     if mechs:
-        out += ["**Does the mechanism act?**", "", *map(line, mechs), ""]
-    if heads:
-        out += ["**The headline claims**", "", *map(line, heads), ""]
-    saturated = sum("saturated" in r.get("notes", "") for r in rows)
+        out.append("* **Does the mechanism act?** " + "; ".join(
+            f"{r['claim'].split(': ', 1)[-1]}: **{r['verdict']}** ({r['ours (a − b, 95 % CI)']})" for r in mechs) + ".")  # fmt: skip
+    room = bullets - len(out)
+    shown = heads if len(heads) <= room else heads[: room - 1]
+    out += [f"* {r['claim']}: {ours(r)}." for r in shown]
+    if rest := heads[len(shown) :]:
+        more = Counter(r["verdict"] for r in rest)
+        words_more = ", ".join(f"{n} {w}" for w, n in more.most_common())
+        out.append(f"* {len(rest)} more headline claims ({words_more}): in the list below.")
     words = Counter(r["verdict"] for r in rows)
+    if not heads and not mechs:  # no claim marked as the chapter's lead: what each word covers
+        for w, n in words.most_common(bullets):
+            names = [r["claim"] for r in rows if r["verdict"] == w]
+            out.append(f"* **{w}** ({n}): " + names[0] + (f"; and {n - 1} more" if n > 1 else "") + ".")
+    saturated = sum("saturated" in r.get("notes", "") for r in rows)
     tally = ", ".join(f"{n} {w}" for w, n in words.most_common())
-    out.append(
-        f"All {len(rows)} claims of this page: {tally}."
-        + (f" {saturated} rest on a saturated setting and lead no finding." if saturated else "")
-        + " The claims table at the end has every row."
-    )
+    satur = f" ({saturated} in saturated settings, no headline)" if saturated else ""
+    out += ["", f"All {len(rows)} claims{satur}: {tally}."]
+    lead = mechs + heads
+    if lead:
+        notes = [f"* {r['claim']}: {ours(r)}" + (f" ({r['notes']})" if r.get("notes") else "") + "." for r in lead]
+        out += ["", ":::{dropdown} Every lead claim, with its notes", *notes, ":::"]
     return "\n".join(out)
 
 
@@ -93,13 +106,15 @@ class Plain(str):
 
 def prose(value, none: str = "all") -> str:
     """A parameter's value as the text says it: ``[10, 50, 100]`` → "10, 50 and 100", ``None`` →
-    ``none``, ``0.005`` → "0.005", ``(3000, 1000)`` → "3000 and 1000"."""
+    ``none``, ``0.005`` → "0.005", ``(3000, 1000)`` → "3000 and 1000", ``{"mu": 0.01}`` → "mu = 0.01"."""
     if value is None:
         return none
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:g}"
+    if isinstance(value, dict):
+        return prose([f"{k} = {prose(v, none)}" for k, v in value.items()]) if value else "none"
     if isinstance(value, (list, tuple)):
         parts = [prose(v, none) for v in value]
         return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1] if parts else "none"
@@ -112,7 +127,7 @@ def glue_values(values: dict) -> None:
     from myst_nb import glue
 
     for name, value in values.items():
-        if value is None or isinstance(value, (bool, int, float, str, list, tuple)):
+        if value is None or isinstance(value, (bool, int, float, str, list, tuple, dict)):
             glue(name, Plain(prose(value)), display=False)
 
 
@@ -133,3 +148,38 @@ def dash_for_missing() -> None:
     except NameError:
         return
     ip.display_formatter.formatters["text/html"].for_type(pd.DataFrame, lambda df: missing_as_dash(df._repr_html_()))
+
+
+class Folded:
+    """A table shown folded under a one-line title (an HTML ``<details>``): the full grid of a pilot,
+    a wide table, anything the reader may open but need not read.  Missing values read "—"."""
+
+    def __init__(self, table, title: str):
+        self.table, self.title = table, title
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<details><summary>{html.escape(self.title)}</summary>{missing_as_dash(self.table._repr_html_())}</details>"
+
+
+def folded(table, title: str) -> Folded:
+    """``table`` (a DataFrame) folded under ``title``; display it like a table."""
+    return Folded(table, title)
+
+
+class Fitted(Folded):
+    """A table cut to the columns that fit the page's column, with the whole table folded below it."""
+
+    def __init__(self, table, columns, title: str):
+        super().__init__(table, title)
+        self.columns = list(columns)
+
+    def _repr_html_(self) -> str:
+        return missing_as_dash(self.table[self.columns]._repr_html_()) + super()._repr_html_()
+
+
+def fit(table, columns, title: str = "Every column") -> Fitted:
+    """``table`` shown with ``columns`` only (at most six beside the index fit the page), and
+    whole in a fold titled ``title``."""
+    return Fitted(table, columns, title)

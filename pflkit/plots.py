@@ -44,3 +44,10 @@ def partition_report(part, ds, ax=None, title: str | None = None):
     )
     sizes.index.name = "client"
     return sizes
+
+
+def arm_palette(arms, palette: str = "tab10") -> dict:
+    """One colour per arm, the same in every panel of a figure (``hue_order`` and ``palette`` for
+    seaborn): the arms in their first-seen order, coloured from ``palette``."""
+    arms = list(dict.fromkeys(arms))
+    return dict(zip(arms, sns.color_palette(palette, max(len(arms), 1))))

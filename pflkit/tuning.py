@@ -88,6 +88,13 @@ class Tuning:
                              "chosen": "yes" if chosen else "", "at the grid's edge": "yes" if edge else ""})  # fmt: skip
         return pd.DataFrame(rows).set_index(["method", "setting"])
 
+    def summary(self) -> pd.DataFrame:
+        """One row per method: the chosen setting, its validation metric, and whether it sits at the
+        edge of its grid (the whole grid is :meth:`table`)."""
+        t = self.table().reset_index()
+        t = t[t["chosen"] == "yes"].set_index("method")
+        return t[["setting", self.by, "at the grid's edge"]].rename(columns={"setting": "chosen"})
+
 
 def tune(grids: dict[str, dict[str, RunConfig]], seeds, store, *, by: str = "val_mean_acc", **sweep_kw) -> Tuning:
     """Run every pilot grid (``{label: grid(...)}``) over ``seeds`` and choose, per label, the arm

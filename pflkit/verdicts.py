@@ -33,6 +33,17 @@ SEED_CAP = 10  # the most seeds a claim is planned for at `book`
 DECISION_FLOOR = 0.5  # points: no claim is planned to resolve less than this
 SD_UPPER = 0.8  # the seed plan uses this one-sided upper confidence bound on the spread
 
+MEANINGS = {  # each word in one line, for a page that lists them (the verdict rule has the detail)
+    "reproduces": "our 95 % interval excludes 0 on the paper's side (a no-difference claim: it lies inside the margin)",
+    "contradicted": "it excludes 0 on the other side (a no-difference claim: it lies wholly outside the margin)",
+    "no difference": "it excludes neither side but lies inside ± m: the claimed advantage is absent at that resolution",
+    "inconclusive": "the claim ran to its seed plan and its interval still decides nothing",
+    "underpowered": "its pilot shows that the seed cap cannot decide it, so no more seeds were run",
+    "not tested": f"fewer than {MIN_SEEDS} seeds, or nothing here can measure it",
+    "mechanism inert": "what makes the method different does not act in these runs, so the claim says nothing about it",
+}
+
+
 # ----------------------------------------------------------------------------- the verdict rule
 
 

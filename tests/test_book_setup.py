@@ -144,4 +144,6 @@ def test_the_landing_page_lists_each_chapters_lead_claims(tmp_path, monkeypatch)
     text = (tmp_path / "book" / "intro.md").read_text()
     assert "<!-- findings -->" not in text and "**[basics](basics.ipynb)**: not executed in this build." in text
     assert "(pfedhn.ipynb)**: 3 claims; 2 reproduces, 1 inconclusive." in text and "pFedHN" in text
+    assert "**Across the book, 3 claims:** 2 reproduces, 1 inconclusive." in text
+    assert "* *inconclusive*: the claim ran to its seed plan" in text and "*contradicted*" not in text  # the words used
     assert "* A beats B: **reproduces**, ours +1.0 [" in text and "the paper: +1.7." in text and "* x:" not in text

@@ -139,6 +139,9 @@ def test_a_planned_sweep_runs_the_pilot_then_each_claims_arms_to_its_plan(tmp_pa
     assert list(res.values("FedAvg").index) == [0, 1, 2, 3] and list(res.values("Local").index) == [0, 1, 2]
     every, _ = ex.planned_sweep(arms(), [0, 1, 2], tmp_path, diffs, pool=False, workers=1, progress=False)
     assert every.computed == 1 and list(every.values("Local").index) == [0, 1, 2, 3]  # without claim_arms: every arm
+    capped, plan = ex.planned_sweep(arms(), [0, 1, 2], tmp_path, lambda r: {"a": [0.1, 0.3, -0.1]}, pool=False,
+                                    run=4, workers=1, progress=False)  # fmt: skip
+    assert plan.loc["a", "plan"] == "6 seeds" and capped.seeds == [0, 1, 2, 3]  # the plan says 6; this build runs 4
 
 
 def test_a_read_only_store_computes_nothing_and_says_what_it_lacks(tmp_path, monkeypatch):
@@ -501,6 +504,20 @@ def test_grid_and_tune_choose_on_validation(tmp_path):
     assert (table["chosen"] == "yes").sum() == 2 and len(table) == 7
     edge = table.loc["Local"]
     assert (edge["at the grid's edge"] == "yes").sum() == (t.chosen["Local"] != "Local · lr=0.01")
+    short = t.summary()  # one row per method: the choice, its metric, at the edge or not
+    assert (
+        list(short.index) == ["FedProx", "Local"] and short.loc["Local", "chosen"] == t.chosen["Local"].split(" · ")[1]
+    )
+    assert short.loc["Local", "val_mean_acc"] == table.loc[("Local", short.loc["Local", "chosen"]), "val_mean_acc"]
+    from pflkit.pages import folded
+
+    html = folded(table, "every pilot run")._repr_html_()
+    assert html.startswith("<details><summary>every pilot run</summary>") and "FedProx" in html
+    from pflkit.pages import fit
+
+    narrow = fit(table, ["chosen"], "all of it")._repr_html_()
+    shown, hidden = narrow.split("<details>")
+    assert "val_mean_acc" not in shown and "val_mean_acc" in hidden and "chosen" in shown
     with pytest.raises(PflkitError, match="validation"):
         ex.tune(grids, [0], tmp_path, by="mean_acc")
 

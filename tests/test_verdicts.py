@@ -152,13 +152,24 @@ def test_the_verdict_rule_page_states_the_kits_numbers():
 def test_findings_lead_with_mechanisms_and_headlines():
     from pflkit.pages import findings
 
-    mech = mechanism("weights differ", verdict([5.0, 6.0, 7.0], resolution=1.0), control="a shared embedding")
+    mech = mechanism(
+        "Mechanism (x): weights differ", verdict([5.0, 6.0, 7.0], resolution=1.0), control="a shared embedding"
+    )
     head = claim_row("A beats B", verdict([2.0, 3.0, 4.0]), paper="+1.7", headline=True, mechanism=mech)
     other = claim_row("C beats D", verdict([1.0, -1.0, 2.0]), saturated="saturated: x")
     text = findings([other, head, mech])
-    assert text.index("weights differ") < text.index("A beats B: **reproduces**") and "C beats D" not in text
-    assert "the paper: +1.7" in text and "1 rest on a saturated setting" in text
-    assert "All 3 claims of this page: 2 reproduces, 1 inconclusive." in text
+    short = text.split(":::")[0]  # the bullets above the folded list
+    assert short.index("weights differ: **reproduces**") < short.index("A beats B: **reproduces**")
+    assert "C beats D" not in text and "Mechanism (x)" not in short and "the paper: +1.7" in short
+    assert "All 3 claims (1 in saturated settings, no headline): 2 reproduces, 1 inconclusive." in text
+    assert "(mechanism: reproduces)" in text.split(":::")[1]  # the notes, folded
+    many = [claim_row(f"H{i} beats B", verdict([2.0, 3.0, 4.0]), headline=True) for i in range(7)]
+    bullets = [
+        line for line in findings([mech, *many], bullets=5).split(":::")[0].splitlines() if line.startswith("* ")
+    ]
+    assert len(bullets) == 5 and bullets[-1] == "* 4 more headline claims (4 reproduces): in the list below."
+    plain = findings([other, claim_row("E beats F", verdict([2.0, 3.0, 4.0]))])
+    assert "* **inconclusive** (1): C beats D." in plain and ":::" not in plain  # no lead claim: one bullet per word
 
 
 def test_an_undecided_claim_short_of_its_plan_says_how_many_seeds_ran():
@@ -172,6 +183,7 @@ def test_parameters_read_as_prose():
     from pflkit.pages import Plain, prose
 
     assert prose([10, 50, 100]) == "10, 50 and 100" and prose([7]) == "7" and prose((None, None)) == "all and all"
+    assert prose({"mu": 0.01, "K": 3}) == "mu = 0.01 and K = 3" and prose({}) == "none"
     assert prose(None, none="one epoch") == "one epoch" and prose(5e-3) == "0.005" and prose(1000) == "1000"
     assert repr(Plain("10 clients")) == "10 clients"
 
@@ -185,3 +197,11 @@ def test_missing_values_read_as_a_dash():
     out = missing_as_dash(html)
     assert out.count("<td>—</td>") == 2 and "<td>1.5</td>" in out
     assert "NaN flu" in out  # text that merely contains it stays
+
+
+def test_an_arm_keeps_its_colour_across_panels():
+    from pflkit.plots import arm_palette
+
+    pal = arm_palette(["FedAvg", "pFedHN", "FedAvg", "Local"])
+    assert list(pal) == ["FedAvg", "pFedHN", "Local"] and len(set(pal.values())) == 3
+    assert arm_palette(["FedAvg", "pFedHN", "Local"]) == pal  # the same arms, the same colours

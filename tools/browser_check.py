@@ -12,6 +12,10 @@ proxy request fails):
 * no cell shows an error or a traceback;
 * at most ``MAX_CODE_LINES`` lines of code are shown unfolded, no table cell reads ``NaN``, and the
   text has no development words ("issue 12", "earlier build");
+* no table shown unfolded has more than ``MAX_TABLE_COLUMNS`` columns;
+* a chapter's derivation (its first "Derivation" or "The objective" heading) starts within
+  ``MAX_DERIVATION_SCREENS`` screens of ``SCREEN`` pixels, no figure is shown at less than
+  ``MIN_FIGURE_SCALE`` of its drawn width, and no cell shows stderr;
 * and the execution report lists every chapter with its profile and wall time.
 
 One line per failure, naming the page; exit 1 if any.  Chromium and chromedriver come from
@@ -36,12 +40,16 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("chromium", "chromium-driver")
 MAX_CODE_LINES = 200  # code lines a chapter shows unfolded (setup, tables and prose-writing cells are folded)
+SCREEN = 900  # pixels: a reader's window of 1280 × 900
+MAX_DERIVATION_SCREENS = 1.5  # a chapter's derivation starts within this many screens
+MIN_FIGURE_SCALE = 0.7  # a figure is shown at no less than this share of its drawn width
+MAX_TABLE_COLUMNS = 7  # columns (the index included) of a table shown unfolded
 DEV_WORDS = re.compile(r"\b(issue \d+|earlier build|development run|this session)\b", re.IGNORECASE)
 RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\\begin\{|\\frac\b|\\sum\b|\\mathcal\b|\\lVert\b|\$\$")
 SCREENSHOTS = {
     "derivation": ("book/pfedhn.html", "derivation"),
     "figure": ("book/basics.html", "accuracy-over-rounds"),
-    "findings": ("book/pfedhn.html", "what-we-found"),
+    "findings": ("book/pfedhn.html", "pfedhn-findings"),
     "headroom": ("book/pfedhn.html", "table-1-with-the-paper-s-headroom"),
     "rule": ("book/basics.html", "how-the-book-judges-a-claim"),
     "report": ("book/report.html", "claims-by-verdict"),
@@ -71,6 +79,20 @@ return Array.from(document.querySelectorAll('div.cell'))
     .filter(p => p !== null)
     .reduce((n, p) => n + p.innerText.replace(/\\n+$/, '').split('\\n').length, 0);
 """
+DERIVATION_TOP = """
+const h = Array.from(document.querySelectorAll('h2')).find(e => /^(Derivation|The objective)/.test(e.innerText.trim()));
+return h ? h.getBoundingClientRect().top + window.scrollY : null;
+"""
+SHRUNK_FIGURES = """
+return Array.from(document.querySelectorAll('.cell_output img')).filter(i => i.naturalWidth > 0)
+    .map(i => [i.clientWidth / i.naturalWidth, i.getAttribute('src') || '(no src)']);
+"""
+WIDE_TABLES = """
+return Array.from(document.querySelectorAll('.cell_output table')).filter(t => t.closest('details') === null)
+    .map(t => Math.max(...Array.from(t.rows).map(r => Array.from(r.cells).reduce((n, c) => n + c.colSpan, 0))))
+    .filter(n => n > arguments[0]);
+"""
+STDERR = "return document.querySelectorAll('.cell_output .stderr, .cell_output .output.stderr').length;"
 NAN_CELLS = """
 return Array.from(document.querySelectorAll('.cell_output td, .cell_output th'))
     .filter(e => e.innerText.trim() === 'NaN').length;
@@ -165,6 +187,23 @@ def check_page(d, html: Path, page: Path) -> list[str]:
         problems.append(f"{rel}: {nan} table cell(s) read NaN (write '—' for a missing value)")
     if dev := DEV_WORDS.findall(d.execute_script(VISIBLE_TEXT) or ""):
         problems.append(f"{rel}: development words in the text, e.g. {dev[0]!r}")
+    if wide := d.execute_script(WIDE_TABLES, MAX_TABLE_COLUMNS):
+        problems.append(f"{rel}: {len(wide)} table(s) of more than {MAX_TABLE_COLUMNS} columns shown unfolded "
+                        f"(the widest {max(wide)}; show the columns that matter, fold the rest: pflkit.pages.fit)")  # fmt: skip
+    if stderr := d.execute_script(STDERR):
+        problems.append(f"{rel}: {stderr} cell(s) show stderr (silence it, or send it to the execution report)")
+    small = [(scale, src) for scale, src in d.execute_script(SHRUNK_FIGURES) if scale < MIN_FIGURE_SCALE]
+    if small:
+        scale, src = min(small)
+        problems.append(f"{rel}: {len(small)} figure(s) shown at less than {MIN_FIGURE_SCALE:.0%} of their drawn width, "
+                        f"e.g. {src} at {scale:.0%} (draw it for the column)")  # fmt: skip
+    if rel.removesuffix(".html") in chapters():
+        top = d.execute_script(DERIVATION_TOP)
+        if top is None:
+            problems.append(f"{rel}: no 'Derivation' (or 'The objective') heading")
+        elif top / SCREEN > MAX_DERIVATION_SCREENS:
+            problems.append(f"{rel}: the derivation starts {top / SCREEN:.1f} screens down "
+                            f"(at most {MAX_DERIVATION_SCREENS}; put the plumbing and long prose after it)")  # fmt: skip
     return problems
 
 

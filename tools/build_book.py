@@ -308,8 +308,15 @@ def write_findings(stage: Path) -> None:
     intro = stage / "book" / "intro.md"
     if not intro.exists() or FINDINGS_MARKER not in intro.read_text():
         return
+    from pflkit.verdicts import MEANINGS
+
     titles = {p.stem: p for p in chapters()}
-    lines = []
+    files = [stage / "book" / f"{stem}.claims.csv" for stem in titles]
+    every = pd.concat([pd.read_csv(f, keep_default_na=False) for f in files if f.exists() and f.stat().st_size > 0]
+                      or [pd.DataFrame({"verdict": []})])  # fmt: skip
+    tally = every["verdict"].value_counts()
+    lines = [f"**Across the book, {len(every)} claims:** " + ", ".join(f"{n} {w}" for w, n in tally.items()) + ".", ""]
+    lines += [f"* *{w}*: {MEANINGS[w]}." for w in MEANINGS if w in tally] + [""]
     for stem in titles:
         f = stage / "book" / f"{stem}.claims.csv"
         if not f.exists() or f.stat().st_size == 0:
