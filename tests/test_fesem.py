@@ -15,7 +15,7 @@ from pflkit.errors import NotInStore, PflkitError
 from pflkit.experiments import Store, choose_k
 from pflkit.federated import snapshot
 from pflkit.grouped import grouped_federation
-from pflkit.methods.fesem import e_step, kmeans, m_step, points
+from pflkit.methods.fesem import assignment_margins, e_step, kmeans, m_step, points
 from tests.conftest import killed_and_resumed, strip, tiny_config
 from tests.test_methods import assert_states_equal, final_server_state
 
@@ -31,6 +31,13 @@ def test_e_step_assigns_each_client_to_nearest_centre():
     w = states([0.0, 0.0], [0.2, 0.1], [5.0, 5.0], [4.0, 6.0], [0.0, 9.0])
     c = states([0.0, 0.0], [5.0, 5.0], [0.0, 10.0])
     assert e_step(points(w, ["w"]), points(c, ["w"])).tolist() == [0, 0, 1, 1, 2]  # eq. 8
+
+
+def test_margins_are_second_nearest_over_nearest_distance():
+    w = states([0.0, 0.0], [1.0, 0.0], [3.0, 0.0])
+    c = states([0.0, 1.0], [4.0, 0.0])
+    np.testing.assert_allclose(assignment_margins(points(w, ["w"]), points(c, ["w"])), [4.0, 3 / 2**0.5, 10**0.5])
+    assert np.isinf(assignment_margins(points(w, ["w"]), points(c[:1], ["w"]))).all()  # one centre: nothing to move to
 
 
 def test_m_step_means_plain_and_size_weighted_and_empty_cluster_kept():
@@ -208,7 +215,7 @@ def test_resume_after_kill_equals_uninterrupted(tiny_fed, tmp_path):
 
 
 @pytest.mark.parametrize("opts,match", [({"centers": 9}, "between 1"), ({"distance": "l1"}, "distance"),
-                                        ({"em": "hard"}, "em must")])  # fmt: skip
+                                        ({"em": "hard"}, "em must"), ({"local_start": "mean"}, "local_start")])  # fmt: skip
 def test_bad_options_are_one_clear_error(tiny_fed, opts, match):
     cfg = tiny_config(method="fesem", options=opts)
     with pytest.raises(PflkitError, match=match):
@@ -341,3 +348,34 @@ def test_choose_k_finds_two_groups_with_conflicting_labels(digits):
     cfg = tiny_config(method="fesem", clients=6, options={"init_steps": 30})
     scores = choose_k(cfg, fed, ks=(1, 2), sample=6, rounds=3)
     assert scores[2]["val_mean_acc"] > scores[1]["val_mean_acc"] + 0.2, scores
+
+
+def test_own_start_continues_each_clients_model_and_centre_start_restarts_it(tiny_fed):
+    """local_start=own: round t starts from the client's W_i of round t−1 (after setup: its initial
+    local model), not from its centre; the default restarts from the centre (Alg. 2)."""
+    seen = {}
+    for start in ("centre", "own"):
+        cfg = tiny_config(method="fesem", rounds=2, options={"centers": 2, "init_steps": 3, "local_start": start})
+        _, _, server, clients = build(cfg, tiny_fed(cfg))
+        c = clients[0]
+        server.setup({i: cl.setup_message() for i, cl in enumerate(clients)})
+        initial = snapshot(c.model)
+        msg = server.message_for(0, 1)
+        first = c.train_round(msg, 1)["weights"]
+        c.model.load_state_dict(msg["weights"])  # what evaluating the client does to its model
+        seen[start] = (initial, msg["weights"], first, c)
+    initial, centre, _, c = seen["own"]
+    assert_states_equal(c.own.state_dict(), seen["own"][2])  # W_i kept apart from the evaluated model
+    own_again = c.train_round({"weights": centre}, 2)["weights"]
+    ref = seen["centre"][3]
+    centre_again = ref.train_round({"weights": centre}, 2)["weights"]
+    assert not all(torch.equal(own_again[k], centre_again[k]) for k in own_again)  # different starting points
+    assert "own" in c.persistent and "own" not in ref.persistent
+
+
+def test_own_start_resumes_after_kill_equals_uninterrupted(tiny_fed, tmp_path):
+    cfg = tiny_config(method="fesem", rounds=3, sample_rate=0.5, options={"centers": 2, "local_start": "own"})
+    full = run(cfg, tiny_fed(cfg))
+    assert strip(killed_and_resumed(cfg, tiny_fed, tmp_path / "c")) == strip(full)
+    centre = run(tiny_config(method="fesem", rounds=3, sample_rate=0.5, options={"centers": 2}), tiny_fed(cfg))
+    assert strip(centre) != strip(full)

@@ -17,6 +17,12 @@ Round t (Alg. 1's loop; the engine calls the server's step after the clients'):
     M-step:             W̃^(k) = Σ_i r_i^(k) W_i / Σ_i r_i^(k)          (eq. 9)
 Clients are evaluated with the centre of their cluster.
 
+``local_start``: §4's update text and Alg. 2 restart every client from its centre each round
+(``centre``, the default).  Eq. (4.2)'s alternating optimisation can also be read with W_i
+persisting between rounds: the client optimises its own W_i from its latest value, pulled towards
+its centre by the distance term (``own``).  :func:`assignment_margins` says how far each client is
+from moving: its distance to the second-nearest centre over its distance to the nearest.
+
 Choices the paper leaves open, and how they are made here:
 * Dist is the squared Euclidean distance of the parameters, over the whole model
   (``distance=all``) or the last layer only (``distance=last``: ``head.weight`` and
@@ -57,6 +63,8 @@ paper's EM can be compared with and without the initial local models' extra trai
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 from sklearn.cluster import KMeans
@@ -67,6 +75,7 @@ from . import Method, register
 
 DISTANCES = {"all": "", "last": "head."}  # distance option -> prefix of the parameters compared
 EM_MODES = ("paper", "fixed-random")
+LOCAL_STARTS = ("centre", "own")  # where a client's round starts: its centre (Alg. 2) or its own W_i
 KMEANS_RESTARTS = 20  # §6: "pure clustering 20 times with randomized initialization"
 
 
@@ -81,6 +90,16 @@ def points(states, keys) -> torch.Tensor:
 def e_step(points_w: torch.Tensor, points_c: torch.Tensor) -> np.ndarray:
     """r_i = argmin_k ‖W_i − W̃^(k)‖² (eq. 8), ties to the lowest k."""
     return torch.cdist(points_w, points_c).argmin(1).cpu().numpy()
+
+
+def assignment_margins(points_w: torch.Tensor, points_c: torch.Tensor) -> np.ndarray:
+    """Per client, ‖W_i − second-nearest centre‖ / ‖W_i − nearest centre‖ (≥ 1; 1: a tie, the
+    E-step could move it; ∞ with one centre).  How far each client is from changing cluster."""
+    d = torch.cdist(points_w, points_c)
+    if d.shape[1] < 2:
+        return np.full(d.shape[0], np.inf)
+    two = d.topk(2, dim=1, largest=False).values
+    return (two[:, 1] / two[:, 0].clamp_min(1e-12)).cpu().numpy()
 
 
 def m_step(states, assignment, centers, weights=None) -> list:
@@ -140,6 +159,10 @@ class FeSEMServer(Server):
             )
         if opts["em"] not in EM_MODES:
             raise PflkitError(f"fesem: em must be one of {', '.join(EM_MODES)}, got {opts['em']!r}")
+        if opts["local_start"] not in LOCAL_STARTS:
+            raise PflkitError(
+                f"fesem: local_start must be one of {', '.join(LOCAL_STARTS)}, got {opts['local_start']!r}"
+            )
         if not 1 <= K <= n_clients:
             raise PflkitError(f"fesem: centers must be between 1 and the number of clients ({n_clients}), got {K}")
         self.keys = distance_keys(model, opts["distance"])
@@ -183,6 +206,10 @@ class FeSEMServer(Server):
         weights = [self.n[i] for i in ids] if self.opt["size_weighted"] else None
         self.centers = m_step(states, self.assignment[ids], self.centers, weights)  # M-step (eq. 9)
 
+    def margins(self) -> np.ndarray:
+        """:func:`assignment_margins` of the clients' latest local models against the centres."""
+        return assignment_margins(points(self.local, self.keys), points(self.centers, self.keys))
+
     def intra_distance(self) -> float:
         """The objective of eq. 6: 1/m Σ_i Dist(W_i, W̃^(k_i)), over the latest local models."""
         w, c = points(self.local, self.keys), points(self.centers, self.keys)
@@ -222,6 +249,12 @@ def authors_micro_acc(server: FeSEMServer, clients, split: str = "test") -> dict
 
 
 class FeSEMClient(Client):
+    def __init__(self, cid, data, model, cfg, opts):
+        super().__init__(cid, data, model, cfg, opts)
+        if opts["local_start"] == "own":  # W_i persists between rounds: kept apart from the model evaluated
+            self.own = copy.deepcopy(model)
+            self.persistent = ("model", "own")
+
     def setup_message(self):
         """The initial local model W_i: ``init_steps`` steps of SGD from the common weights
         (paper mode, or fixed-random with ``head_start``; else nothing is sent)."""
@@ -229,11 +262,14 @@ class FeSEMClient(Client):
             return None
         self.generator.manual_seed(derive_seed(self.cfg.seed, 0, 5, self.cid))
         self.sgd(steps=self.opt["init_steps"])
+        if self.opt["local_start"] == "own":
+            self.own.load_state_dict(self.model.state_dict())
         return {"weights": snapshot(self.model), "n": self.n_samples()}
 
     def train_round(self, message, rnd):
         centre = message["weights"]
-        self.model.load_state_dict(centre)  # Alg. 2: W_i ← W̃^(k)
+        own = self.opt["local_start"] == "own"
+        self.model.load_state_dict(self.own.state_dict() if own else centre)  # own W_i, or Alg. 2: W_i ← W̃^(k)
         lam = self.opt["lam"]
         keys = distance_keys(self.model, self.opt["distance"])
         weight = lam / self.cfg.clients  # λ/m ...
@@ -241,6 +277,8 @@ class FeSEMClient(Client):
             weight /= float(message["alpha_i"])
         penalty = distance_penalty(centre, keys, weight) if lam else None
         loss = self.sgd(penalty=penalty)  # N steps on L_s(W_i) + weight · Dist(W_i, W̃^(k))  (eq. 7)
+        if own:
+            self.own.load_state_dict(self.model.state_dict())
         return {"weights": snapshot(self.model), "n": self.n_samples(), "_loss": loss}
 
     def eval_model(self, message):
@@ -269,11 +307,17 @@ register(
             ),
             "size_weighted": (False, "M-step weighted by the clients' data sizes (eq. 9 is unweighted)"),
             "init_steps": (100, "steps of local SGD that make the initial local models clustered by k-means"),
+            "local_start": (
+                "centre",
+                "centre: each round starts from the client's centre (Alg. 2); own: from its own latest W_i "
+                "(eq. 4.2's alternating optimisation with W_i persisting)",
+            ),
             "head_start": (
                 False,
                 "em=fixed-random only: train and upload the initial local models (init_steps) before round 1 "
                 "and start each fixed cluster's centre at their mean (em=paper always does)",
             ),
         },
+        later_options={"local_start": "centre"},
     )
 )
