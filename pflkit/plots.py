@@ -51,3 +51,52 @@ def arm_palette(arms, palette: str = "tab10") -> dict:
     seaborn): the arms in their first-seen order, coloured from ``palette``."""
     arms = list(dict.fromkeys(arms))
     return dict(zip(arms, sns.color_palette(palette, max(len(arms), 1))))
+
+
+VERDICT_COLOURS = {  # one colour per verdict word, in every chapter's plot of its claims
+    "reproduces": "#2a9d8f", "contradicted": "#e76f51", "no difference": "#6c757d", "inconclusive": "#e9c46a",
+    "underpowered": "#b08968", "mechanism inert": "#7b2cbf", "not tested": "#adb5bd",
+}  # fmt: skip
+
+
+def paper_number(text: str) -> float | None:
+    """The paper's difference where its text starts with one signed number ("+1.7 vs LG-FedAvg" → 1.7),
+    else None ("3–4 layers best", "78 % denoising", "FeSEM(3) − FedAvg: +2.1")."""
+    import re
+
+    m = re.match(r"\s*([+\-−]\d+(?:\.\d+)?)(?![\d.–-])(?!\s*[%°])", text or "")  # a signed difference, nothing else
+    return float(m.group(1).replace("−", "-")) if m else None
+
+
+def claims_plot(rows, resolution: float = 1.0, width: float = 9.2, label_chars: int = 48):
+    """Dot-and-interval plot of a chapter's claims in points: each claim's paired difference a − b
+    with its 95 % interval, coloured by its verdict word, the band ± ``resolution`` where "no
+    difference" applies, and the paper's difference (a black cross) where the paper gives one
+    number.  Claims in other units, or on fewer seeds than an interval needs, are left out.
+    Returns the figure, or None when no claim qualifies."""
+    rows = [r for r in rows if r.get("_v") is not None and r["_v"].unit == "points" and r["_v"].lo == r["_v"].lo]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(width, 0.32 * len(rows) + 1.1))
+    ax.axvspan(-resolution, resolution, color="0.92", zorder=0, label=f"± {resolution:g} point (no difference)")
+    ax.axvline(0, color="0.5", lw=0.8, zorder=1)
+    for y, r in enumerate(rows):
+        v = r["_v"]
+        colour = VERDICT_COLOURS.get(r["verdict"], "0.3")
+        ax.errorbar(v.mean, y, xerr=[[v.mean - v.lo], [v.hi - v.mean]], fmt="o", color=colour, ms=5, capsize=2)
+        if (p := paper_number(r.get("paper", ""))) is not None:
+            ax.plot(p, y, "x", color="black", ms=6)
+    names = [r["claim"] if len(r["claim"]) <= label_chars else r["claim"][: label_chars - 1] + "…" for r in rows]
+    ax.set(
+        yticks=range(len(rows)),
+        ylim=(len(rows) - 0.5, -0.5),
+        xlabel="a − b (points): ours (dot, 95 % CI), the paper (×)",
+    )
+    ax.set_yticklabels(names, fontsize=7)
+    handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=w) for w, c in VERDICT_COLOURS.items()
+               if any(r["verdict"] == w for r in rows)]  # fmt: skip
+    handles.append(plt.Line2D([], [], marker="x", ls="", color="black", label="the paper"))
+    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.9 / (0.32 * len(rows) + 1.1)),
+              ncol=4, frameon=False)  # fmt: skip
+    fig.tight_layout()
+    return fig

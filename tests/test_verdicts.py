@@ -205,3 +205,18 @@ def test_an_arm_keeps_its_colour_across_panels():
     pal = arm_palette(["FedAvg", "pFedHN", "FedAvg", "Local"])
     assert list(pal) == ["FedAvg", "pFedHN", "Local"] and len(set(pal.values())) == 3
     assert arm_palette(["FedAvg", "pFedHN", "Local"]) == pal  # the same arms, the same colours
+
+
+def test_the_claims_plot_draws_each_claim_in_points_and_the_paper_s_number():
+    from pflkit.plots import claims_plot, paper_number
+
+    assert paper_number("+1.7 vs LG-FedAvg (CIFAR-10)") == 1.7 and paper_number("−2.3 (PFLlib)") == -2.3
+    assert paper_number("FeSEM(3) − FedAvg: +2.1") is None and paper_number("+78 % denoising") is None
+    assert paper_number("3–4 layers best (88.38, 88.42 %)") is None and paper_number("+0.1 (CIFAR-10)") == 0.1
+    rows = [claim_row("A beats B", verdict([2.0, 3.0, 4.0]), paper="+1.7 vs B"),
+            claim_row("ARI claim", verdict([0.1, 0.2, 0.3], unit="ARI")),  # another unit: left out
+            claim_row("C beats D", verdict([1.0]))]  # one seed: no interval to draw  # fmt: skip
+    fig = claims_plot(rows)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["A beats B"]
+    assert claims_plot(rows[1:]) is None
