@@ -21,7 +21,8 @@ proxy request fails):
 One line per failure, naming the page; exit 1 if any.  Chromium and chromedriver come from
 Debian (``chromium``, ``chromium-driver``): when missing, they are installed with apt if this runs
 as root, otherwise the check is skipped with one line saying why (exit 0).  Screenshots of a
-derivation and a figure go to ``--screenshots`` for a human to look at.
+derivation, a figure and the first screen of the landing page and of every chapter go to
+``--screenshots`` for a human to look at.
 """
 
 from __future__ import annotations
@@ -262,6 +263,12 @@ def main() -> int:
                 d.get(f"{(html / rel).as_uri()}#{anchor}")
                 d.execute_async_script(MATH_DONE)
                 d.save_screenshot(str(args.screenshots / f"{name}.png"))
+        d.set_window_size(1280, SCREEN)  # each page's first screen, as a reader at 1280 × 900 meets it
+        for rel in ["book/intro.html", *(f"{ch}.html" for ch in chapters())]:
+            if (html / rel).exists():
+                d.get((html / rel).as_uri())
+                d.execute_async_script(MATH_DONE)
+                d.save_screenshot(str(args.screenshots / f"first-{Path(rel).stem}.png"))
     finally:
         d.quit()
     for line in problems:
