@@ -37,6 +37,7 @@ import os
 import re
 import signal
 import socket
+import time
 from pathlib import Path
 
 import numpy as np
@@ -214,6 +215,9 @@ if ClientApp is not None:
 # ----------------------------------------------------------------------------- the server
 
 
+NODE_WAIT_S = 15.0  # seconds a ServerApp waits for its nodes to register (PFLKIT_FLOWER_NODE_WAIT overrides)
+
+
 class FlowerClients:
     """The transport the round loop uses on a ServerApp: the four calls of
     :class:`~pflkit.engine.LocalClients`, each sent as Flower messages to the nodes that hold the
@@ -222,6 +226,10 @@ class FlowerClients:
     def __init__(self, grid: Grid, cfg: RunConfig, n_clients: int):
         self.grid, self.cfg_json, self.n = grid, json.dumps(cfg.to_dict(), sort_keys=True), n_clients
         nodes = list(grid.get_node_ids())
+        deadline = time.monotonic() + float(os.environ.get("PFLKIT_FLOWER_NODE_WAIT", NODE_WAIT_S))
+        while len(nodes) < n_clients and time.monotonic() < deadline:  # nodes may still be registering
+            time.sleep(0.5)
+            nodes = list(grid.get_node_ids())
         if len(nodes) < n_clients:
             raise PflkitError(f"{n_clients} clients need as many Flower nodes; {len(nodes)} are connected")
         whoami = self._send("query.whoami", {nid: None for nid in nodes}, route=False)

@@ -35,7 +35,8 @@ def test_a_submission_without_a_superlink_says_so(tmp_path):
         flower.run_deployed(tiny_config(clients=2), "127.0.0.1:9", str(tmp_path / "r.json"), timeout=120)
 
 
-def test_a_failed_deployed_run_says_why_in_one_line(tmp_path):
+def test_a_failed_deployed_run_says_why_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PFLKIT_FLOWER_NODE_WAIT", "1")  # the third node never comes: wait a second, not the default
     with flower.local_federation(2, tmp_path / "flower") as superlink:
         with pytest.raises(PflkitError, match="3 clients need as many Flower nodes; 2 are connected"):
             flower.run_deployed(tiny_config(clients=3, rounds=1), superlink, str(tmp_path / "r.json"), threads=1)
