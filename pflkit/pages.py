@@ -60,8 +60,7 @@ def findings(rows: list[dict], bullets: int = 5) -> str:
     and :func:`pflkit.verdicts.mechanism`), short enough for the top of a page: at most ``bullets``
     bullets (the mechanism checks in one, then the headline claims, each with its word, our difference
     and the paper's; a chapter that marks no headline gets one bullet per verdict word, with its first
-    claim), the count of
-    every word, and every lead claim with its notes in a folded list."""
+    claim), the count of every word, and every lead claim with its notes in a folded list."""
     from collections import Counter
 
     def ours(r: dict) -> str:

@@ -77,7 +77,8 @@ def claims_plot(rows, resolution: float = 1.0, width: float = 9.2, label_chars: 
     rows = [r for r in rows if r.get("_v") is not None and r["_v"].unit == "points" and r["_v"].lo == r["_v"].lo]
     if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(width, 0.32 * len(rows) + 1.1))
+    height = 0.32 * len(rows) + 1.1  # inches: a row per claim and room for the legend
+    fig, ax = plt.subplots(figsize=(width, height))
     ax.axvspan(-resolution, resolution, color="0.92", zorder=0, label=f"± {resolution:g} point (no difference)")
     ax.axvline(0, color="0.5", lw=0.8, zorder=1)
     for y, r in enumerate(rows):
@@ -96,7 +97,7 @@ def claims_plot(rows, resolution: float = 1.0, width: float = 9.2, label_chars: 
     handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=w) for w, c in VERDICT_COLOURS.items()
                if any(r["verdict"] == w for r in rows)]  # fmt: skip
     handles.append(plt.Line2D([], [], marker="x", ls="", color="black", label="the paper"))
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.9 / (0.32 * len(rows) + 1.1)),
+    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.9 / height),
               ncol=4, frameon=False)  # fmt: skip
     fig.tight_layout()
     return fig

@@ -311,18 +311,19 @@ def write_findings(stage: Path) -> None:
     from pflkit.verdicts import MEANINGS
 
     titles = {p.stem: p for p in chapters()}
-    files = [stage / "book" / f"{stem}.claims.csv" for stem in titles]
-    every = pd.concat([pd.read_csv(f, keep_default_na=False) for f in files if f.exists() and f.stat().st_size > 0]
-                      or [pd.DataFrame({"verdict": []})])  # fmt: skip
+    files = {stem: stage / "book" / f"{stem}.claims.csv" for stem in titles}
+    claims = {
+        stem: pd.read_csv(f, keep_default_na=False) for stem, f in files.items() if f.exists() and f.stat().st_size
+    }
+    every = pd.concat(claims.values()) if claims else pd.DataFrame({"verdict": []})
     tally = every["verdict"].value_counts()
     lines = [f"**Across the book, {len(every)} claims:** " + ", ".join(f"{n} {w}" for w, n in tally.items()) + ".", ""]
     lines += [f"* *{w}*: {MEANINGS[w]}." for w in MEANINGS if w in tally] + [""]
     for stem in titles:
-        f = stage / "book" / f"{stem}.claims.csv"
-        if not f.exists() or f.stat().st_size == 0:
+        if stem not in claims:
             lines += [f"**[{stem}]({stem}.ipynb)**: not executed in this build.", ""]
             continue
-        d = pd.read_csv(f, keep_default_na=False)
+        d = claims[stem]
         words = d["verdict"].value_counts()
         lines.append(f"**[{chapter_title(titles[stem])}]({stem}.ipynb)**: {len(d)} claims; "
                      + ", ".join(f"{n} {w}" for w, n in words.items()) + ".")  # fmt: skip
