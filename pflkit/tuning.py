@@ -64,6 +64,8 @@ class Tuning:
     grids: dict[str, dict[str, RunConfig]]
     by: str
     chosen: dict[str, str]
+    first: dict[str, str] | None = None  # tune_axis: per label, the arm chosen on the grid it started from
+    start: dict[str, list[str]] | None = None  # ... and that grid's arms
 
     def config(self, label: str) -> RunConfig:
         return self.grids[label][self.chosen[label]]
@@ -95,6 +97,21 @@ class Tuning:
         t = t[t["chosen"] == "yes"].set_index("method")
         return t[["setting", self.by, "at the grid's edge"]].rename(columns={"setting": "chosen"})
 
+    def edges(self) -> pd.DataFrame:
+        """Per label of a :func:`tune_axis` pilot: the choice on the grid it started from and whether
+        it sat at that grid's edge, then the choice after the grid grew and whether it still does."""
+        rows = {}
+        for label, arms in self.grids.items():
+            first = (self.first or self.chosen)[label]
+            start, now = (self.start or self.grids)[label], list(arms)
+            rows[label] = {
+                "chosen first": first.split(" · ", 1)[1],
+                "at its edge first": len(start) > 2 and first in (start[0], start[-1]),
+                "chosen": self.chosen[label].split(" · ", 1)[1],
+                "at its edge": len(now) > 2 and self.chosen[label] in (now[0], now[-1]),
+            }
+        return pd.DataFrame.from_dict(rows, orient="index")
+
 
 def tune(grids: dict[str, dict[str, RunConfig]], seeds, store, *, by: str = "val_mean_acc", **sweep_kw) -> Tuning:
     """Run every pilot grid (``{label: grid(...)}``) over ``seeds`` and choose, per label, the arm
@@ -120,17 +137,20 @@ def tune_axis(
 ) -> Tuning:
     """The pilot of one numeric axis (``lr``, say) for every ``{label: config}``, with the edge rule.
 
-    Every label starts on the same ``values``.  Where a label's choice is an end of a grid of three
-    or more values, that label's grid gains the next value past that end, one geometric step (the
+    Every label starts on the same ``values`` (or on its own: ``values`` a ``{label: values}``
+    dict).  Where a label's choice is an end of a grid of three or more values, that label's grid gains the next value past that end, one geometric step (the
     ratio of the two values at that end, rounded to one significant digit), and the pilot chooses
     again; at most ``extend`` steps per label.  A choice at the edge is thus either confirmed by a
     worse value beyond it, or moves outward; one still at the edge after ``extend`` steps is
     flagged by :meth:`Tuning.table`.  Runs already made are read back from ``store``."""
-    values = sorted(values)
-    grids_values = {label: list(values) for label in configs}
+    own = values if isinstance(values, dict) else dict.fromkeys(configs, values)
+    grids_values = {label: sorted(own[label]) for label in configs}
+    first = None
     for step in range(extend + 1):
         t = tune({label: grid(label, cfg, **{axis: grids_values[label]}) for label, cfg in configs.items()}, seeds,
                  store, by=by, **sweep_kw)  # fmt: skip
+        if first is None:
+            first, start = dict(t.chosen), {label: list(g) for label, g in t.grids.items()}
         grown = False
         for label, v in grids_values.items():
             i = list(t.grids[label]).index(t.chosen[label])
@@ -142,6 +162,7 @@ def tune_axis(
             grown = True
         if not grown:
             break
+    t.first, t.start = first, start
     return t
 
 

@@ -545,3 +545,10 @@ def test_tune_axis_grows_a_grid_past_the_end_its_choice_sits_at(tmp_path):
     low = ex.tune_axis({"Local": configs["Local"]}, "lr", [0.3, 1.0, 3.0], [0], tmp_path, extend=1, workers=1,
                        progress=False)  # fmt: skip
     assert [c.lr for c in low.grids["Local"].values()][0] == 0.09  # grows downward (the grid's ratio) from the bottom
+    edges = low.edges().loc["Local"]  # the choice on the grid it started from, and after the grid grew
+    assert edges["at its edge first"] == (low.first["Local"] == "Local · lr=0.3")
+    assert edges["chosen"] == low.chosen["Local"].split(" · ")[1] and low.start["Local"][0] == "Local · lr=0.3"
+    own = ex.tune_axis(configs, "lr", {"Local": [0.001, 0.01], "FedAvg": [0.002, 0.02]}, [0], tmp_path, workers=1,
+                       progress=False)  # fmt: skip
+    assert [c.lr for c in own.grids["FedAvg"].values()] == [0.002, 0.02]  # each label on its own values
+    assert not own.edges()["at its edge first"].any()  # two values: no edge

@@ -4,6 +4,7 @@ reproduce the authors' code, and the reduction to FedAvg."""
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -155,6 +156,42 @@ def test_router_learns_from_the_task_loss_unless_the_authors_option(tiny_fed):
     assert router_moves()
     assert router_moves(decisions="softmax")
     assert not router_moves(router_grad=0)  # the authors' `.item()`: no gradient reaches the router
+
+
+@pytest.mark.parametrize("decisions", ["relaxed", "softmax"])
+def test_router_trains_inside_local_training_as_algorithm_1(tiny_fed, decisions):
+    """router_step=batch (the default, Alg. 1 l. 19): with one local step on a batch holding every
+    training sample and plain SGD, the router moves by exactly −router_lr × the task loss's gradient
+    through eqs. 13, 5 and 9, in the same step as the network; router_step=round keeps the stored runs' key."""
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.0, dropout=0.0, router_lr=0.5, decisions=decisions)
+    cfg = dataclasses_replace(cfg, local_steps=1, local_epochs=1, batch_size=10_000, momentum=0.0)
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    c = clients[0]
+    for seed in range(50):  # a decision that connects some encoder to the output
+        c.generator.manual_seed(seed)
+        request = c.request(server.pre_message(0, 0), 0)
+        if any(c.model.active(c.decision[0])[-1]):
+            break
+    server.receive_request(0, request, 0)
+    message = server.message_for(0, 0)
+    mask, _, noise, tau = c.decision
+    net = copy.deepcopy(c.model)
+    net.load_state_dict(message["blocks"], strict=False)
+    x, y = c.data.split("train")
+    loss = F.cross_entropy(net(x, c.weights(mask, c.path_values.__func__(SimpleNamespace(model=net, opt=c.opt), x, y,
+                                                                           noise, tau))), y)  # fmt: skip
+    params = dict(net.router.named_parameters())
+    grads = dict(zip(params, torch.autograd.grad(loss, list(params.values()), allow_unused=True)))
+    c.train_round(message, 0)
+    for k, p in c.model.router.named_parameters():
+        want = params[k].detach() - 0.5 * (grads[k] if grads[k] is not None else 0)
+        torch.testing.assert_close(p.detach(), want, rtol=1e-4, atol=1e-6)
+    assert any(grads[k] is not None and grads[k].abs().max() > 0 for k in grads)  # the step is not empty
+    from pflkit.store import canonical
+
+    old = canonical(cfg_(router_step="round"), 1)["options"]
+    assert "router_step" not in old  # a stored run of the one-step-per-round reading keeps its key
+    assert canonical(cfg_(), 1)["options"]["router_step"] == "batch"
 
 
 def test_temperature_schedule():

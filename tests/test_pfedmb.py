@@ -328,3 +328,23 @@ def test_reading_fedamp_xi_in_a_probe_changes_nothing(tiny_fed):
     for xi in rows:
         assert (xi >= -1e-12).all()
         torch.testing.assert_close(xi.sum(1), torch.ones(len(xi), dtype=xi.dtype))
+
+
+def test_fedamp_records_the_self_weight_it_sent_every_round(tiny_fed):
+    """FedAMP's server keeps ξ_{i,i} of every cloud model it sent, one {client: ξ_ii} per round
+    (the chapter's every-round diagnostic): each equals ξ(i)[i] at the time it was sent, and a run
+    killed and resumed from its checkpoint keeps the record of the rounds before."""
+    cfg = tiny_config(method="fedamp", rounds=3, options={"sigma": 1.0})
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    sent = {c.cid: float(server.xi(c.cid)[c.cid]) for c in clients}
+    replies = {c.cid: c.train_round(server.message_for(c.cid, 0), 0) for c in clients}
+    server.aggregate(replies, 0)
+    assert server.self_trace == [sent] and server.sent_self == {}
+    got = {}
+    run(cfg, tiny_fed(cfg), on_round=lambda r, row, s, c: got.update(trace=list(s.self_trace)))
+    assert len(got["trace"]) == cfg.rounds and all(len(t) == cfg.clients for t in got["trace"])
+    assert all(0 <= v <= 1 for t in got["trace"] for v in t.values())
+    state = server.state_dict()
+    server.self_trace = []
+    server.load_state_dict(state)
+    assert server.self_trace == [sent]

@@ -42,6 +42,10 @@ class FedAMPServer(Server):
             raise PflkitError("FedAMP needs sigma > 0 and alpha_k > 0")
         self.w = [snapshot(model) for _ in range(n_clients)]  # w_j: every client's latest model
         self._flat = None  # the w_j flattened, one row each; rebuilt after the w_j change
+        # a diagnostic, not part of the protocol: ξ_{i,i} of the u_i sent this round, then one
+        # {client: ξ_{i,i}} per round (what a probe reads at evaluated rounds)
+        self.sent_self: dict[int, float] = {}
+        self.self_trace: list[dict[int, float]] = []
 
     def flat(self) -> torch.Tensor:
         if self._flat is None:
@@ -67,7 +71,9 @@ class FedAMPServer(Server):
         return xi
 
     def message_for(self, cid, rnd):
-        return {"u": weighted_average(self.w, self.xi(cid).tolist())}  # u_i = Σ_j ξ_{i,j} w_j
+        xi = self.xi(cid)
+        self.sent_self[cid] = float(xi[cid])
+        return {"u": weighted_average(self.w, xi.tolist())}  # u_i = Σ_j ξ_{i,j} w_j
 
     def eval_message(self, cid):
         return {}  # clients are evaluated with their own w_i
@@ -76,12 +82,15 @@ class FedAMPServer(Server):
         for cid, u in uploads.items():
             self.w[cid] = u["weights"]
         self._flat = None
+        self.self_trace.append(self.sent_self)
+        self.sent_self = {}
 
     def state_dict(self):
-        return {"w": self.w}
+        return {"w": self.w, "self_trace": self.self_trace}
 
     def load_state_dict(self, state):
         self.w = list(state["w"])
+        self.self_trace = list(state.get("self_trace", []))
         self._flat = None
 
 

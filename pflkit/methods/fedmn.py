@@ -45,8 +45,11 @@ mean logits.  ``pretrain=all-paths`` pretrains the whole modular network instead
 (with n_1 > 1 the averages of eq. 13 shrink its signal and it learns slowly from scratch).
 
 Choices where the paper is silent (the chapter lists them): the decision is drawn once per round
-from Π on the whole local training set, and the router receives the sum of the K steps' gradients
-at the end of the round (its architecture is fixed for the round, as Algorithm 1 says); a block's
+from Π on the whole local training set, and its paths (which blocks take part) stay fixed for the
+round, as Algorithm 1 says; the router trains inside the local solver (Alg. 1, l. 19: every batch,
+its own SGD at ``router_lr`` with the run's momentum), the weights of the round's paths following it,
+with G_m estimated on each batch (``router_step=round``: one plain step at the end of the round
+with the K steps' summed gradient); a block's
 average is normalised over the clients that used it (the printed Σ_m |D_m|/|D| a_i θ_i^m would
 shrink a block that few clients use); τ decays exponentially from ``tau_start`` to ``tau_end``
 over the routing rounds; a client is judged without noise, v = σ(G/τ) at the temperature of the
@@ -380,6 +383,11 @@ class FedMNClient(Client):
         net.load_state_dict(message["blocks"], strict=False)  # copy the active blocks (§II-E)
         mask, v, noise, tau = self.decision
         route = bool(self.opt["router_grad"])
+        if route and self.opt["router_step"] == "batch":  # Algorithm 1, l. 19: θ_h moves on every batch
+            loss = self.routed_steps(mask, noise, tau)
+            with torch.no_grad():
+                c = self.weights(mask, self.path_values(*self.data.split("train"), noise, tau))
+            return self.reply(c, loss, routed=True)
         v_leaf = v.detach().clone().requires_grad_(route)
         loss = self.local_steps(lambda: self.weights(mask, v_leaf))  # rebuilt per step: one graph per backward
         c = self.weights(mask, v_leaf)
@@ -422,6 +430,36 @@ class FedMNClient(Client):
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+            total += loss.detach().cpu()
+            steps += 1
+        return self.check_finite(total / max(steps, 1))
+
+    def path_values(self, x, y, noise, tau):
+        """v from the router on the samples (x, y): eq. 9 on them, eq. 10, eq. 5 with the round's noise."""
+        g = self.model.router.logits(x, y)
+        if self.opt["decisions"] == "softmax":
+            return softmax_weights(self.model, g / tau)
+        return torch.sigmoid((noise + g) / tau)
+
+    def routed_steps(self, mask, noise, tau):
+        """LocalSolver with the router inside it (Algorithm 1, l. 19): K steps on L_m(θ, V_m) in which
+        every batch also moves θ_h, by its own SGD (``router_lr``, default the run's lr; the run's
+        momentum).  The decision's paths (``mask``: which blocks take part) stay fixed for the round;
+        their weights v follow the router, G_m estimated on the batch (eq. 9 averages over the client's
+        samples: the batch's mean is its unbiased estimate)."""
+        net = self.model
+        net.train()
+        opt = self.optimizer([p for n, p in net.named_parameters() if not n.startswith("router.")])
+        r_opt = self.optimizer(net.router.parameters(), lr=self.opt["router_lr"] or self.cfg.lr)
+        total, steps = torch.zeros(()), 0
+        for x, y in self.batches():
+            loss = F.cross_entropy(net(x, self.weights(mask, self.path_values(x, y, noise, tau))), y)
+            if loss.requires_grad:
+                opt.zero_grad(set_to_none=True)
+                r_opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                r_opt.step()
             total += loss.detach().cpu()
             steps += 1
         return self.check_finite(total / max(steps, 1))
@@ -537,7 +575,12 @@ register(
                 "encoders",
                 "encoders: FedAvg on each encoder with its own head (paper); all-paths: the network",
             ),
-            "router_lr": (0.0, "learning rate of the router's step at the end of a round (0: the run's lr)"),
+            "router_step": (
+                "batch",
+                "batch: the router trains inside local training, every batch (Algorithm 1, l. 19); round: one "
+                "step per round with the K steps' summed gradient, no momentum",
+            ),
+            "router_lr": (0.0, "learning rate of the router's optimiser (0: the run's lr)"),
             "router_grad": (1, "1: the task loss trains the router (paper); 0: no gradient (the authors' code)"),
             "decisions": (
                 "relaxed",
@@ -550,5 +593,6 @@ register(
             ),
             "force_paths": (0, "1: every path on in every round, no routing (FedAvg on the modular network)"),
         },
+        later_options={"router_step": "round"},  # runs stored before the option: one router step per round
     )
 )
