@@ -374,3 +374,28 @@ def test_ledger_counts_what_the_protocol_sends(tiny_fed):
     reply = ("blocks", "n", "shared")
     assert kinds == {(0, ("pretrain",), reply), (1, ("pretrain",), reply), (2, ("blocks",), reply),
                      (3, ("blocks",), reply)}  # fmt: skip
+
+
+def test_the_swap_test_scores_a_client_with_another_clients_decision(tiny_fed):
+    """decision_swap_accuracy: with each client as its own partner the two accuracies are equal;
+    with a partner, the swapped one is the client's test accuracy under the partner's path weights
+    on the same θ.  routing() reports Π in (0, 1) and the active blocks of every client."""
+    from pflkit.federated import evaluate
+    from pflkit.methods.fedmn import _Routed, decision_swap_accuracy, routing
+
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.25, prune=0.3)
+    got = {}
+    run(cfg, tiny_fed(cfg), on_round=lambda r, row, s, c: got.update(server=s, clients=c))
+    server, clients = got["server"], got["clients"]
+    same = decision_swap_accuracy(server, clients, {c.cid: c.cid for c in clients})
+    assert all(own == swapped for own, swapped in same.values())
+    partner = {c.cid: clients[(i + 1) % len(clients)].cid for i, c in enumerate(clients)}
+    swap = decision_swap_accuracy(server, clients, partner)
+    c0, c1 = clients[0], clients[1]
+    x, y = c0.data.split("test")
+    theirs = c1.eval_model(server.eval_message(c1.cid)).c
+    net = c0.eval_model(server.eval_message(c0.cid)).net
+    assert swap[c0.cid][1] == evaluate(_Routed(net, theirs), x, y)["correct"] / len(y)
+    r = routing(server, clients)
+    assert set(r) == {c.cid for c in clients}
+    assert all(0 < p < 1 for v in r.values() for p in v["pi"]) and all(len(v["active"]) == 2 for v in r.values())

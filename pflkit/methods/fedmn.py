@@ -73,7 +73,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import PflkitError
-from ..federated import Client, Server, derive_seed, reinitialised, snapshot, weighted_average
+from ..federated import Client, Server, derive_seed, evaluate, reinitialised, snapshot, weighted_average
 from . import Method, register
 
 DECISIONS = ("relaxed", "binary", "softmax")
@@ -519,6 +519,38 @@ class _Pretrained(nn.Module):
 
     def forward(self, x):
         return torch.stack(self.net.pretrained_logits(x)).mean(0)
+
+
+def routing(server: FedMNServer, clients: list[Client]) -> dict[int, dict]:
+    """What the router decides for each client at evaluation (a routing round just trained): Π = σ(G)
+    (eq. 10) and the active blocks a_m (by layer).  The mechanism's diagnostics read it: how far Π
+    strays from ½, how many distinct architectures the clients get, the share of blocks in use."""
+    out = {}
+    for c in clients:
+        model = c.eval_model(server.eval_message(c.cid))
+        if not isinstance(model, _Routed):
+            raise PflkitError("routing() needs a run past its pretraining rounds, with routing on")
+        with torch.no_grad():
+            pi = torch.sigmoid(c.model.router.logits(*c.data.split("train")))
+        out[c.cid] = {"pi": pi.tolist(), "active": c.model.active(model.c)}
+    return out
+
+
+def decision_swap_accuracy(server: FedMNServer, clients: list[Client], partner: dict[int, int]) -> dict[int, tuple]:
+    """The swap test of routing: per client i, its test accuracy with its own decision and with the
+    decision of ``partner[i]`` (a client of another cluster or group), on the same shared network θ.
+    Own − swapped > 0 means that the architecture the router chose for a client is its own."""
+    models = {c.cid: c.eval_model(server.eval_message(c.cid)) for c in clients}
+    if not all(isinstance(m, _Routed) for m in models.values()):
+        raise PflkitError("decision_swap_accuracy() needs a run past its pretraining rounds, with routing on")
+    out = {}
+    for c in clients:
+        x, y = c.data.split("test")
+        model = models[c.cid]
+        own = evaluate(model, x, y)["correct"] / len(y)
+        swapped = evaluate(_Routed(model.net, models[partner[c.cid]].c), x, y)["correct"] / len(y)
+        out[c.cid] = (own, swapped)
+    return out
 
 
 def softmax_weights(net: ModularNet, logits: torch.Tensor) -> torch.Tensor:
