@@ -80,3 +80,30 @@ def test_the_teacher_averages_every_received_model(fed_for):
             probs.append(torch.softmax(c.model.eval()(x), dim=1))
     assert not torch.allclose(probs[0], probs[2])  # two different models of one architecture
     torch.testing.assert_close(server.teacher(ups), torch.stack(probs).mean(0), atol=1e-6, rtol=1e-5)
+
+
+def test_early_stopping_keeps_the_distilled_model_of_least_held_out_kl(fed_for):
+    """server_patience > 0 (FedDF's early stopping): the KL to the ensemble on the held-out public
+    images is looked at every 10 steps; the run stops after `patience` looks without improvement
+    and keeps the best model seen, the FedAvg start included.  At 0 the stored runs keep their key."""
+    from pflkit.federated import derive_seed
+    from pflkit.methods.feddf import HELD_OUT
+    from pflkit.store import canonical
+
+    cfg = cfg_(options={"server_steps": 400, "server_patience": 2, "server_lr": 0.05})
+    _, _, server, clients = build(cfg, fed_for(cfg))
+    looks = []
+    real = server.held_out_kl
+    server.held_out_kl = lambda fused, target, held: looks.append(real(fused, target, held)) or looks[-1]
+    ups = {c.cid: c.train_round(server.message_for(c.cid, 0), 0) for c in clients}
+    for u in ups.values():
+        u.pop("_loss")
+    server.aggregate(ups, 0)
+    assert 1 < len(looks) < 400 // 10 + 1  # the FedAvg start, then some looks: it stopped early
+    n = len(server.x_public)  # the held-out images, drawn as the server draws them
+    held = torch.randperm(n, generator=torch.Generator().manual_seed(derive_seed(cfg.seed, 0, 7, 0)))
+    held = held[: max(1, int(HELD_OUT * n))]
+    kept = real(server.prototype(0), server.teacher(ups), held)
+    assert kept == pytest.approx(min(looks), rel=1e-6)  # the model kept is the best one looked at
+    assert "server_patience" not in canonical(cfg_(options={"server_patience": 0}), 1)["options"]
+    assert canonical(cfg, 1)["options"]["server_patience"] == 2

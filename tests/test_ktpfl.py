@@ -194,3 +194,24 @@ def test_similarity_coefficients_and_the_variants(fed_for):
         cfg = cfg_(method=name, rounds=2)
         run(cfg, fed_for(cfg), on_round=lambda r, row, s, cl: seen.update(c=s.c.clone()))
         assert torch.equal(seen["c"], torch.full_like(seen["c"], 1 / cfg.clients))  # only KT-pFL learns c
+
+
+def test_t2_scaling_and_topk_as_the_authors_code_runs_it(fed_for):
+    """kd_scale=T2 multiplies the distillation loss by T²: FedMD (c fixed, λ only in the loss) with λ
+    and T2 is the run with λ T² and no scaling.  topk_rule=median: the clients above the column's
+    median similarity (N/2 of them), averaged uniformly.  Both options at their old values keep stored keys."""
+    from pflkit.methods.ktpfl import similarity_weights
+    from pflkit.store import canonical
+
+    scaled = cfg_(method="fedmd", rounds=2, options={"lam": 0.5, "kd_scale": "T2"})  # T = 2
+    plain = cfg_(method="fedmd", rounds=2, options={"lam": 2.0})
+    assert strip(run(scaled, fed_for(scaled))) == strip(run(plain, fed_for(plain)))
+    soft = torch.tensor([[[0.9, 0.1]], [[0.8, 0.2]], [[0.5, 0.5]], [[0.1, 0.9]]]).double()
+    w = similarity_weights(soft, rule="median")
+    assert torch.allclose(w.sum(0), torch.ones(4, dtype=torch.float64))
+    assert set(w[:, 0].tolist()) <= {0.0, w[:, 0].max().item()}  # uniform over the clients it keeps
+    assert w[0, 0] > 0 and w[3, 0] == 0 and (w[:, 0] > 0).sum() == 2  # client 0 keeps itself and client 1
+    old = canonical(cfg_(options={"kd_scale": "1", "topk_rule": "k"}), 1)["options"]
+    assert "kd_scale" not in old and "topk_rule" not in old
+    with pytest.raises(PflkitError, match="kd_scale"):
+        run(cfg_(options={"kd_scale": "T3"}), fed_for(cfg_()))

@@ -20,7 +20,8 @@ round; we judge every evaluation that way, so the curve shows what a client woul
 
 Choices where the paper is silent: the teacher is the mean of the received models' softmax
 outputs (FedDF's AVGLOGITS variant averages logits; the KT-pFL paper does not say which); the
-distillation runs a fixed number of steps instead of FedDF's early stopping on held-out data; the
+distillation runs a fixed number of steps (``server_patience`` > 0: FedDF's early stopping, judged
+label-free by the KL to the ensemble on a held-out share of the public set, the best model kept); the
 prototypes start from their own initialisation (seeded by the run seed and the architecture's
 position).  Clients of different architectures are dealt round-robin from ``models``.
 """
@@ -38,6 +39,8 @@ from ..models import build_model
 from . import Method, register
 
 TEACHER_CHUNK = 512  # public images per forward pass when the teacher's predictions are taken
+HELD_OUT = 0.1  # early stopping: the share of the public set held out to judge the distillation
+CHECK_EVERY = 10  # early stopping: server steps between two looks at the held-out KL
 
 
 def architectures(opts) -> list[str]:
@@ -124,13 +127,38 @@ class FedDFServer(Server):
         size = self.opt["distill_batch"] or self.cfg.batch_size
         gen = torch.Generator().manual_seed(derive_seed(self.cfg.seed, rnd, 7, g))
         opt = torch.optim.Adam(fused.parameters(), lr=self.opt["server_lr"])
+        pool, held = torch.arange(len(x_pub)), None
+        patience = self.opt["server_patience"]
+        if patience:  # FedDF's early stopping: a held-out share of the public set, label-free (KL to the ensemble)
+            order = torch.randperm(len(x_pub), generator=gen)
+            n_held = max(1, int(HELD_OUT * len(x_pub)))
+            held, pool = order[:n_held].to(x_pub.device), order[n_held:]
+            best, best_state, waited = self.held_out_kl(fused, target, held), snapshot(fused), 0
         fused.train()
-        for _ in range(self.opt["server_steps"]):
-            idx = torch.randint(len(x_pub), (min(size, len(x_pub)),), generator=gen).to(x_pub.device)
+        for step in range(self.opt["server_steps"]):
+            idx = pool[torch.randint(len(pool), (min(size, len(pool)),), generator=gen)].to(x_pub.device)
             loss = F.kl_div(F.log_softmax(fused(x_pub[idx]), dim=1), target[idx], reduction="batchmean")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            if patience and (step + 1) % CHECK_EVERY == 0:
+                now = self.held_out_kl(fused, target, held)
+                if now < best:
+                    best, best_state, waited = now, snapshot(fused), 0
+                else:
+                    waited += 1
+                    if waited >= patience:
+                        break
+                fused.train()
+        if patience:  # keep the best distilled model seen (the fused average itself if none improved on it)
+            fused.load_state_dict(best_state)
+
+    def held_out_kl(self, fused, target, held) -> float:
+        """KL(ensemble ‖ fused) on the held-out public images: the early-stopping criterion."""
+        fused.eval()
+        with torch.no_grad():
+            logp = torch.cat([F.log_softmax(fused(x), dim=1) for x in self.x_public[held].split(TEACHER_CHUNK)])
+            return float(F.kl_div(logp, target[held], reduction="batchmean"))
 
     def state_dict(self):
         return {"prototypes": {str(g): snapshot(self.prototype(g)) for g in self.prototypes}}
@@ -159,12 +187,19 @@ OPTIONS = {
     "server_lr": (1e-3, "Adam learning rate of the server's distillation (FedDF: 1e-3)"),
     "distill_batch": (0, "public images per distillation step (0: the run's batch size)"),
     "ft_epochs": (0, "epochs of private fine-tuning before a client is judged (pFedDF; 0: FedDF)"),
+    "server_patience": (
+        0,
+        "FedDF's early stopping: 0 off (always server_steps steps); n: every 10 steps the KL to the ensemble on a "
+        "held-out 10 % of the public set, stop after n looks without improvement and keep the best model",
+    ),
 }
+LATER = {"server_patience": 0}  # options added after runs were stored: their values then
 register(Method("feddf", FedDFServer, FedDFClient, "Per-architecture FedAvg, then ensemble distillation on public data",
-                "Lin et al. 2020", options=OPTIONS, client_arch=client_arch))  # fmt: skip
+                "Lin et al. 2020", options=OPTIONS, client_arch=client_arch, later_options=LATER))  # fmt: skip
 register(
     Method(
         "pfeddf", FedDFServer, FedDFClient, "FedDF, each client judged after fine-tuning the fused model on its data",
         "Zhang et al. 2021, §5.1", options=OPTIONS | {"ft_epochs": (1, OPTIONS["ft_epochs"][1])}, client_arch=client_arch,
+        later_options=LATER,
     )
 )  # fmt: skip

@@ -102,20 +102,25 @@ def project_columns(c: torch.Tensor) -> torch.Tensor:
     return (c - theta).clamp_min(0)
 
 
-def similarity_weights(soft: torch.Tensor, top_k: int = 0, shift: bool = True) -> torch.Tensor:
+def similarity_weights(soft: torch.Tensor, top_k: int = 0, shift: bool = True, rule: str = "k") -> torch.Tensor:
     """Sim-pFL / TopK-pFL: column n ∝ the cosine similarity of every client's flattened soft
     predictions with client n's, kept to the ``top_k`` largest entries of the column when
     ``top_k`` > 0.  ``shift``: the column's smallest similarity is subtracted first (the authors'
     code), so that the weights spread out; at T = 10 the soft predictions are nearly flat and the
     plain cosines all lie near 1, which makes the plain weights almost uniform, i.e. FedMD's.
-    Without ``shift`` negative similarities count 0."""
+    Without ``shift`` negative similarities count 0.  ``rule="median"`` (TopK as the authors' code
+    runs it): every client above the column's (N/2)-th smallest similarity (about N/2 of them),
+    averaged uniformly."""
     flat = F.normalize(soft.reshape(len(soft), -1), dim=1)
     sim = (flat @ flat.T).clamp_min(0)  # sim[m, n] = cos(s_m, s_n)
     if shift:
         sim = sim - sim.min(0, keepdim=True).values
         flat_cols = sim.sum(0) <= EPS  # every client equally similar: the plain average
         sim[:, flat_cols] = 1.0
-    if 0 < top_k < len(soft):
+    if rule == "median":  # the authors' code: above the column's (N/2)-th smallest similarity, N/2 clients
+        cut = sim.kthvalue(max(1, len(soft) // 2), dim=0, keepdim=True).values
+        sim = (sim > cut).to(sim.dtype)
+    elif 0 < top_k < len(soft):
         keep = sim.topk(top_k, dim=0).indices
         sim = torch.zeros_like(sim).scatter(0, keep, sim.gather(0, keep))
     return sim / sim.sum(0, keepdim=True).clamp_min(EPS)
@@ -166,6 +171,7 @@ class KTpFLServer(Server):
                 torch.stack([self.soft[m] for m in ids]),
                 self.opt["top_k"] if kind == "topk" else 0,
                 shift=self.opt["similarity"] == "shifted",
+                rule=self.opt["topk_rule"] if kind == "topk" else "k",
             )
             return ids, w[:, ids.index(cid)]
         col = self.c[ids, cid].clamp_min(0)
@@ -223,7 +229,8 @@ class KTpFLClient(Client):
                 order = torch.randperm(len(x), generator=self.generator).to(x.device)
                 for s in range(0, len(x), size):
                     idx = order[s : s + size]
-                    loss = lam * kl(teacher[idx], F.softmax(model(x[idx]) / self.opt["T"], dim=1))
+                    scale = lam * (self.opt["T"] ** 2 if self.opt["kd_scale"] == "T2" else 1.0)
+                    loss = scale * kl(teacher[idx], F.softmax(model(x[idx]) / self.opt["T"], dim=1))
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
@@ -245,6 +252,10 @@ def check_options(opts) -> None:
         raise PflkitError(f"KT-pFL's temperature T must be > 0, got {opts['T']}")
     if opts.get("c_kl", "sum") not in ("sum", "mean"):
         raise PflkitError(f"c_kl must be sum or mean, not {opts['c_kl']!r}")
+    if opts["kd_scale"] not in ("1", "T2"):
+        raise PflkitError(f"kd_scale must be 1 or T2, not {opts['kd_scale']!r}")
+    if opts["topk_rule"] not in ("k", "median"):
+        raise PflkitError(f"topk_rule must be k or median, not {opts['topk_rule']!r}")
     if opts["similarity"] not in ("shifted", "plain"):
         raise PflkitError(f"similarity must be shifted or plain, not {opts['similarity']!r}")
 
@@ -260,7 +271,16 @@ OPTIONS = {
         "shifted",
         "Sim-/TopK-pFL weights: shifted (each column's smallest cosine subtracted, the authors' code) or plain",
     ),
+    "topk_rule": (
+        "k",
+        "TopK-pFL's teachers: k (the top_k most similar, weighted by similarity) or median (the authors' code: the "
+        "clients above the median similarity, about N/2, averaged uniformly)",
+    ),
     "distill_epochs": (1, "R: epochs of distillation on the round's public batch"),
+    "kd_scale": (
+        "1",
+        "the distillation loss times λ (1) or times λ T² (T2: Hinton's scaling, the gradients' size kept as T grows)",
+    ),
     "distill_lr": (0.0, "η₂: learning rate of the distillation (0: the run's lr)"),
     "distill_batch": (0, "minibatch size of the distillation (0: the run's batch size)"),
     "public_batch": (0, "public images per round, |ξ_r| (0: the whole public set)"),
@@ -276,7 +296,9 @@ def variant(name: str, summary: str, paper: str, coefficients: str) -> Method:
             "sum",
             "eq. 7's KL over the public batch: sum (eq. 2's Σ_x̂; the pull of ρ is then on the paper's scale) or mean",
         )
-    return register(Method(name, KTpFLServer, KTpFLClient, summary, paper, options=opts, client_arch=client_arch))
+    later = {"kd_scale": "1", "topk_rule": "k"}  # options added after runs were stored: their values then
+    return register(Method(name, KTpFLServer, KTpFLClient, summary, paper, options=opts, client_arch=client_arch,
+                           later_options=later))  # fmt: skip
 
 
 variant("ktpfl", "Personalised teachers mixed from everyone's soft predictions on public data by a learned matrix c",
