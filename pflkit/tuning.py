@@ -204,7 +204,8 @@ def sweep_stable(
         return result, notes
     again = sweep(moved, seeds, store, **sweep_kw)
     records = {k: v for k, v in result.records.items() if k[0] not in moved} | again.records
-    merged = SweepResult(records, list(arms), seeds, result.computed + again.computed, result.reused + again.reused)
+    merged = SweepResult(records, list(arms), sorted(set(result.seeds) | set(again.seeds)),
+                         result.computed + again.computed, result.reused + again.reused)  # fmt: skip
     return merged, notes
 
 

@@ -335,6 +335,12 @@ def test_an_arm_that_diverges_falls_back_to_its_pilots_best_smaller_value(tmp_pa
     assert "lr 1e+12 diverged on seed(s) 0, 1" in notes["FedAvg"]
     plain = ex.sweep({"Local": arms["Local"]}, [0, 1], tmp_path, workers=1, progress=False)
     assert res["Local", 0] == plain["Local", 0]  # an arm that held is untouched
+    per_arm, _ = ex.sweep_stable(
+        arms, {"FedAvg": [0, 1], "Local": [0]}, tmp_path, {"FedAvg": (pilot, "FedAvg")}, workers=1, progress=False
+    )  # fmt: skip  (seeds per arm, as a seed plan gives them)
+    assert per_arm.seeds == [0, 1] and list(per_arm.values("Local").index) == [0]
+    assert (per_arm | ex.sweep({"FedProx": tiny_config(method="fedprox", rounds=3)}, [0], tmp_path, workers=1,
+                               progress=False)).seeds == [0, 1]  # fmt: skip
 
 
 def test_claims_and_paper_tables(tmp_path):
