@@ -327,6 +327,14 @@ def claim_row(
     return row | {"notes": "; ".join(notes), "headline": headline, "kind": "claim", "_v": v}
 
 
+def in_words(row: dict) -> str:
+    """A claims-table row (:func:`claim_row`) as a page's sentence says it: the row's own word
+    (*underpowered* and *mechanism inert* included, which the bare :class:`Verdict` cannot know),
+    our difference and interval, then the budget flag and the notes."""
+    extra = ", ".join(x for x in (row.get("budget", ""), row.get("notes", "")) if x)
+    return f"{row['verdict']}, {row['ours (a − b, 95 % CI)']}" + (f" ({extra})" if extra else "")
+
+
 def mechanism(text: str, v: Verdict, paper: str = "", *, control: str, **row) -> dict:
     """A mechanism check: "what makes the method different acts in these runs", judged by the
     rule on a diagnostic against its ``control`` (per-seed differences, the acting side > 0: trained

@@ -349,6 +349,11 @@ def test_claims_and_paper_tables(tmp_path):
     assert list(d.index) == [0, 1, 2]
     row = ex.claim("Local beats FedAvg", res, "Local", "FedAvg", paper="+10")
     assert row["verdict"] == ex.verdict(d).word and row["paper"] == "+10"
+    said = ex.in_words(row)  # the row's own word first, then ours and the notes
+    assert said.startswith(f"{row['verdict']}, {row['ours (a − b, 95 % CI)']}") and "budget-limited" in said
+    plan = ex.seed_plan({"far": [0.1, -0.2, 0.15]}, cap=3)
+    under = ex.claim_row("far", ex.verdict([0.1, -0.2, 0.15]), plan=plan)
+    assert ex.in_words(under).startswith("underpowered, ")  # what the table says, not the bare verdict's word
     two = ex.claim("on two seeds", ex.sweep(arms(), [0, 1], tmp_path, workers=1, progress=False), "Local", "FedAvg")
     assert two["verdict"] == "not tested"
     table = ex.claims_table([row, two])
