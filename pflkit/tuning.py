@@ -138,9 +138,9 @@ def tune_axis(
     """The pilot of one numeric axis (``lr``, say) for every ``{label: config}``, with the edge rule.
 
     Every label starts on the same ``values`` (or on its own: ``values`` a ``{label: values}``
-    dict).  Where a label's choice is an end of a grid of three or more values, that label's grid gains the next value past that end, one geometric step (the
-    ratio of the two values at that end, rounded to one significant digit), and the pilot chooses
-    again; at most ``extend`` steps per label.  A choice at the edge is thus either confirmed by a
+    dict).  Where a label's choice is an end of a grid of three or more values, that label's grid
+    gains the next value past that end, one geometric step (the ratio of the two values at that
+    end, rounded to one significant digit), and the pilot chooses again; at most ``extend`` steps per label.  A choice at the edge is thus either confirmed by a
     worse value beyond it, or moves outward; one still at the edge after ``extend`` steps is
     flagged by :meth:`Tuning.table`.  Runs already made are read back from ``store``."""
     own = values if isinstance(values, dict) else dict.fromkeys(configs, values)
