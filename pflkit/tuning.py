@@ -133,6 +133,7 @@ def tune_axis(
     *,
     by: str = "val_mean_acc",
     extend: int = 1,
+    shared: bool = False,
     **sweep_kw,
 ) -> Tuning:
     """The pilot of one numeric axis (``lr``, say) for every ``{label: config}``, with the edge rule.
@@ -142,19 +143,30 @@ def tune_axis(
     gains the next value past that end, one geometric step (the ratio of the two values at that
     end, rounded to one significant digit), and the pilot chooses again; at most ``extend`` steps per label.  A choice at the edge is thus either confirmed by a
     worse value beyond it, or moves outward; one still at the edge after ``extend`` steps is
-    flagged by :meth:`Tuning.table`.  Runs already made are read back from ``store``."""
+    flagged by :meth:`Tuning.table`.  Runs already made are read back from ``store``.
+
+    ``shared``: one value for every label (methods that must differ in nothing else), the value of
+    best validation metric averaged over the labels (each label's mean over ``seeds``; a value at
+    which some label diverged is never chosen); the grid grows as one."""
     own = values if isinstance(values, dict) else dict.fromkeys(configs, values)
+    if shared and len({tuple(sorted(v)) for v in own.values()}) > 1:
+        raise PflkitError("a shared choice needs one grid of values for every label")
     grids_values = {label: sorted(own[label]) for label in configs}
+    if shared:  # one list, grown once for all
+        common = next(iter(grids_values.values()))
+        grids_values = dict.fromkeys(configs, common)
     first = None
     for step in range(extend + 1):
         t = tune({label: grid(label, cfg, **{axis: grids_values[label]}) for label, cfg in configs.items()}, seeds,
                  store, by=by, **sweep_kw)  # fmt: skip
+        if shared:
+            t.chosen = _shared_choice(t)
         if first is None:
             first, start = dict(t.chosen), {label: list(g) for label, g in t.grids.items()}
         grown = False
         for label, v in grids_values.items():
             i = list(t.grids[label]).index(t.chosen[label])
-            if step == extend or len(v) < 3 or 0 < i < len(v) - 1:
+            if step == extend or len(v) < 3 or 0 < i < len(v) - 1 or (shared and grown):
                 continue
             nxt = v[-1] * v[-1] / v[-2] if i == len(v) - 1 else v[0] * v[0] / v[1]
             nxt = float(f"{nxt:.1g}")
@@ -164,6 +176,23 @@ def tune_axis(
             break
     t.first, t.start = first, start
     return t
+
+
+def _shared_choice(t: Tuning) -> dict[str, str]:
+    """Per label, its arm at the one position of the (common) grid whose validation metric,
+    averaged over the labels, is best; positions where an arm diverged are left out."""
+    labels = list(t.grids)
+    score = {}
+    for i in range(len(t.grids[labels[0]])):
+        arms = [list(t.grids[label])[i] for label in labels]
+        if any(t.result.values(a, "diverged").astype(bool).any() for a in arms):
+            continue
+        score[i] = float(np.mean([t.result.values(a, t.by).mean() for a in arms]))
+    score = {i: v for i, v in score.items() if v == v}
+    if not score:
+        raise PflkitError("every value of the shared grid diverged for some label: nothing to choose")
+    best = max(score, key=score.get)
+    return {label: list(t.grids[label])[best] for label in labels}
 
 
 def sweep_stable(

@@ -563,3 +563,19 @@ def test_tune_axis_grows_a_grid_past_the_end_its_choice_sits_at(tmp_path):
                        progress=False)  # fmt: skip
     assert [c.lr for c in own.grids["FedAvg"].values()] == [0.002, 0.02]  # each label on its own values
     assert not own.edges()["at its edge first"].any()  # two values: no edge
+
+
+def test_tune_axis_shared_chooses_one_value_for_every_label(tmp_path):
+    configs = {"Local": tiny_config(method="local", rounds=2), "FedAvg": tiny_config(method="fedavg", rounds=2)}
+    values = [0.001, 0.003, 0.01]
+    t = ex.tune_axis(configs, "lr", values, [0, 1], tmp_path, extend=1, shared=True, workers=1, progress=False)
+    grids = [[c.lr for c in g.values()] for g in t.grids.values()]
+    assert grids[0] == grids[1]  # one grid, grown as one
+    chosen = {t.config(label).lr for label in configs}
+    assert len(chosen) == 1  # the same value for both
+    # the value of best validation averaged over the labels
+    means = {i: np.mean([t.result.values(list(g)[i], "val_mean_acc").mean() for g in t.grids.values()])
+             for i in range(len(grids[0]))}  # fmt: skip
+    assert grids[0][max(means, key=means.get)] == chosen.pop()
+    with pytest.raises(PflkitError, match="one grid"):
+        ex.tune_axis(configs, "lr", {"Local": [0.1, 0.2], "FedAvg": [0.1, 0.3]}, [0], tmp_path, shared=True)

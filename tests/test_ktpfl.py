@@ -215,3 +215,30 @@ def test_t2_scaling_and_topk_as_the_authors_code_runs_it(fed_for):
     assert "kd_scale" not in old and "topk_rule" not in old
     with pytest.raises(PflkitError, match="kd_scale"):
         run(cfg_(options={"kd_scale": "T3"}), fed_for(cfg_()))
+
+
+def test_diagnostics_self_weight_and_gradient_ratio(fed_for):
+    """The channel's probe: FedMD's teachers weigh every client 1/N; λ = 0 sends no gradient (ratio
+    0); the ratio grows linearly in λ; measuring changes nothing in the models."""
+    from pflkit.federated import snapshot
+    from pflkit.methods.ktpfl import diagnostics
+
+    seen = {}
+
+    def probe(rnd, row, server, clients):
+        before = [snapshot(c.model) for c in clients]
+        lam = server.opt["lam"]
+        seen[server.cfg.method, lam] = diagnostics(server, clients)
+        server.opt["lam"] = 2 * lam  # the same models, twice the weight
+        seen[server.cfg.method, 2 * lam] = diagnostics(server, clients)
+        server.opt["lam"] = lam
+        assert all(torch.equal(b[k], snapshot(c.model)[k]) for b, c in zip(before, clients) for k in b)
+
+    for method, lam in (("fedmd", 1.0), ("ktpfl", 0.0)):
+        cfg = cfg_(method=method, rounds=1, options={"lam": lam})
+        run(cfg, fed_for(cfg), on_round=probe)
+    n = cfg_().clients
+    assert seen["fedmd", 1.0]["self_weight"] == pytest.approx([1 / n] * n, abs=1e-5)
+    assert seen["ktpfl", 0.0]["grad_ratio"] == [0.0] * n
+    one, two = seen["fedmd", 1.0]["grad_ratio"], seen["fedmd", 2.0]["grad_ratio"]
+    assert all(r > 0 for r in one) and two == pytest.approx([2 * r for r in one], rel=1e-3)

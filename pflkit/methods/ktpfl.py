@@ -237,6 +237,44 @@ class KTpFLClient(Client):
         return {"n": self.n_samples(), "_loss": self._loss}
 
 
+def _norm(grads) -> float:
+    return float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None)))
+
+
+def diagnostics(server: KTpFLServer, clients: list[Client], sample: int = 512) -> dict | None:
+    """Does the distillation channel act?  After a round, per client of the round: its own weight
+    in its teacher (c_nn for KT-pFL, 1/N for FedMD), and the ratio of the distillation loss's
+    gradient norm to the private loss's at its current weights: eq. 6's loss as the client runs it
+    (λ, T, ``kd_scale``) on up to ``sample`` images of the round's public batch towards the teacher
+    of this round's soft predictions, against the cross-entropy on its training split.  Measured in
+    eval mode (no dropout; BatchNorm's running statistics), nothing in the model changes.  None
+    before any soft prediction was sent."""
+    if not server.soft:
+        return None
+    out: dict = {"self_weight": [], "grad_ratio": []}
+    opts = server.opt
+    scale = opts["lam"] * (opts["T"] ** 2 if opts["kd_scale"] == "T2" else 1.0)
+    for client in clients:
+        if client.cid not in server.soft or getattr(client, "_batch", None) is None:
+            continue
+        ids, w = server.mixing(client.cid)
+        out["self_weight"].append(round(float(w[ids.index(client.cid)]), 5))
+        model, was = client.model, client.model.training
+        model.eval()
+        params = [p for p in model.parameters() if p.requires_grad]
+        x, y = client.data.split("train")
+        private = torch.autograd.grad(F.cross_entropy(model(x), y), params, allow_unused=True)
+        ratio = 0.0
+        if scale > 0:
+            teacher = sum(wi * server.soft[m] for wi, m in zip(w, ids)).float()[:sample]
+            xp = client.data.x_public[client._batch[:sample]]
+            loss = scale * kl(teacher, F.softmax(model(xp) / opts["T"], dim=1))
+            ratio = _norm(torch.autograd.grad(loss, params, allow_unused=True)) / max(_norm(private), EPS)
+        out["grad_ratio"].append(round(ratio, 5))
+        model.train(was)
+    return out
+
+
 def client_arch(cid: int, n_clients: int, opts: dict) -> str | None:
     names = [m.strip() for m in str(opts["models"]).split(",") if m.strip()]
     return names[cid % len(names)] if names else None
