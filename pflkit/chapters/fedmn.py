@@ -1,0 +1,92 @@
+"""The FedMN chapter's probes and measurements: what the router decides, whether a client's own
+decision serves it better than another group's (the swap test), and how far the decisions follow
+the clients' groups."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.cluster import AgglomerativeClustering
+from sklearn.metrics import adjusted_rand_score
+
+from ..engine import Federation
+from ..methods import get_method
+from ..methods.fedmn import build_net, decision_swap_accuracy
+from ..models import build_model
+
+
+def modular_net(cfg, shape=(1, 28, 28), classes: int = 10):
+    """FedMN's network for a config, as its clients build it (no run): for parameter counts."""
+    return build_net(build_model(cfg.model, shape, classes), cfg, get_method("fedmn").resolve_options(cfg.options))
+
+
+def dominant_group(fed) -> tuple[np.ndarray, np.ndarray]:
+    """On FedEM's label-cluster split: each client's label cluster (the group of classes holding most
+    of its training images) and its share of images in every cluster (clients × clusters)."""
+    counts = fed.partition.class_counts(fed.ds.y_train.numpy())
+    by_group = np.stack([counts[:, g].sum(1) for g in fed.partition.params["class_groups"]], axis=1)
+    return by_group.argmax(1), by_group / by_group.sum(1, keepdims=True)
+
+
+def client_groups(fed) -> np.ndarray:
+    """Each client's group: its dominant label cluster (label-cluster split) or its concept group
+    (concept shift)."""
+    if "class_groups" in fed.partition.params:
+        return dominant_group(fed)[0]
+    return np.asarray(fed.partition.params["groups"])
+
+
+def swap_partners(groups) -> dict[int, int]:
+    """For the swap test: each client's partner, the next client round the federation whose group
+    differs (itself when every client is in one group)."""
+    n = len(groups)
+    return {i: next(((i + k) % n for k in range(1, n) if groups[(i + k) % n] != groups[i]), i) for i in range(n)}
+
+
+def routing_probe(rnd, row, server, clients):
+    """After FedMN's last round: every client's evaluation decision (path weights, Π), its active
+    blocks, and the swap test (its accuracy with its own decision and with its partner's, on the same
+    network).  None for other methods, other rounds, or while the encoders still pretrain."""
+    if server.cfg.method != "fedmn" or rnd != server.cfg.rounds:
+        return None
+    out = {"paths": [], "pi": [], "active": []}
+    for i, c in enumerate(clients):
+        model = c.eval_model(server.eval_message(i))
+        if not hasattr(model, "c"):  # still pretraining: no decision yet
+            return None
+        with torch.no_grad():
+            pi = torch.sigmoid(c.model.router.logits(*c.data.split("train")))
+        out["paths"].append([round(v, 4) for v in model.c.tolist()])
+        out["pi"].append([round(v, 4) for v in pi.tolist()])
+        out["active"].append([int(a) for row_ in c.model.active(model.c) for a in row_])
+    partner = swap_partners(client_groups(Federation.from_config(server.cfg)))
+    out["swap"] = [[round(a, 4), round(b, 4)] for a, b in decision_swap_accuracy(server, clients, partner).values()]
+    return out
+
+
+def swap_gain(result, arm: str, rounds: int) -> pd.Series:
+    """Per seed: the mean over clients of own − swapped decision accuracy (points), from the probe."""
+    out = {}
+    for s in result.seeds:
+        p = result.probes(arm, s).get(rounds) if (arm, s) in result.records else None
+        if p and "swap" in p:
+            out[s] = 100 * float(np.mean([own - other for own, other in p["swap"]]))
+    return pd.Series(out, dtype=float)
+
+
+def pi_spread(result, arm: str, seed: int, rounds: int) -> float:
+    """How far the router personalises: the spread (standard deviation) of Π over the clients, per
+    path, averaged over the paths."""
+    return float(np.array(result.probes(arm, seed).get(rounds)["pi"]).std(0).mean())
+
+
+def decision_ari(paths, truth, k: int) -> float:
+    """The adjusted Rand index between a clustering of the clients' path weights into k groups and
+    the groups ``truth``; NaN (nothing to cluster: the seed counts neither way) when every client has
+    the same decisions."""
+    paths = np.asarray(paths)
+    distinct = len({tuple(r) for r in paths})
+    if distinct < 2:
+        return float("nan")
+    return adjusted_rand_score(truth, AgglomerativeClustering(n_clusters=min(k, distinct)).fit_predict(paths))

@@ -1,0 +1,52 @@
+"""The FedMN chapter's probes and measurements (pflkit.chapters.fedmn)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from pflkit.chapters.fedmn import client_groups, decision_ari, pi_spread, routing_probe, swap_gain, swap_partners
+from pflkit.engine import Federation, run
+from tests.conftest import tiny_config
+
+
+def test_swap_partners_take_the_next_client_of_another_group():
+    assert swap_partners([0, 0, 1, 1]) == {0: 2, 1: 2, 2: 0, 3: 0}
+    assert swap_partners([1, 1, 1]) == {0: 0, 1: 1, 2: 2}  # one group: nobody to swap with
+
+
+def test_decision_ari_is_one_on_separated_groups_and_undefined_without_spread():
+    paths = [[0.9, 0.1], [0.8, 0.2], [0.1, 0.9], [0.2, 0.8]]
+    assert decision_ari(paths, [0, 0, 1, 1], 2) == pytest.approx(1.0)
+    assert decision_ari(paths, [0, 1, 0, 1], 2) < 0.5
+    assert np.isnan(decision_ari([[0.5, 0.5]] * 4, [0, 0, 1, 1], 2))
+
+
+def test_swap_gain_and_pi_spread_read_the_probe():
+    probes = {("FedMN", 0): {5: {"swap": [[0.9, 0.7], [0.8, 0.8]], "pi": [[0.2, 0.5], [0.6, 0.5]]}},
+              ("FedMN", 1): {5: {"swap": [[0.5, 0.6], [0.5, 0.6]], "pi": [[0.5, 0.5], [0.5, 0.5]]}}}  # fmt: skip
+    result = SimpleNamespace(seeds=[0, 1, 2], records=dict.fromkeys(probes), probes=lambda a, s: probes[a, s])
+    gain = swap_gain(result, "FedMN", 5)
+    assert list(gain.index) == [0, 1]  # seed 2 has no run
+    assert gain[0] == pytest.approx(10.0) and gain[1] == pytest.approx(-10.0)  # points
+    assert pi_spread(result, "FedMN", 0, 5) == pytest.approx(0.1)  # std over clients 0.2 and 0, mean over paths
+    assert pi_spread(result, "FedMN", 1, 5) == 0.0
+
+
+def test_routing_probe_records_decisions_and_the_swap_test_after_the_last_round():
+    cfg = tiny_config(method="fedmn", partition="label-clusters", label_clusters=2, alpha=0.4, rounds=2,
+                      options={"hidden": 16, "label_dim": 4, "arch": "2,2,2"})  # fmt: skip
+    fed = Federation.from_config(cfg)
+    seen = {}
+    run(cfg, fed, on_round=lambda r, row, server, clients: seen.update({r: routing_probe(r, row, server, clients)}))
+    assert seen[1] is None  # only after the last round
+    p = seen[2]
+    assert len(p["paths"]) == len(p["pi"]) == len(p["active"]) == len(p["swap"]) == cfg.clients
+    assert all(0 <= v <= 1 for row in p["pi"] for v in row)
+    groups = client_groups(fed)
+    assert set(groups) <= {0, 1} and len(groups) == cfg.clients
+    other = tiny_config(method="fedavg", rounds=1)
+    assert run(other, Federation.from_config(other), on_round=lambda *a: seen.update(fedavg=routing_probe(*a)))
+    assert seen["fedavg"] is None
