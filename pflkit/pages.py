@@ -58,9 +58,10 @@ only what changed, and a sweep interrupted half-way resumes where it stopped."""
 def findings(rows: list[dict], bullets: int = 5) -> str:
     """A chapter's findings as Markdown, from its claims (the rows of :func:`pflkit.verdicts.claim_row`
     and :func:`pflkit.verdicts.mechanism`), short enough for the top of a page: at most ``bullets``
-    bullets (the mechanism checks in one, then the headline claims, each with its word, our difference
-    and the paper's; a chapter that marks no headline gets one bullet per verdict word, with its first
-    claim), the count of every word, and every lead claim with its notes in a folded list."""
+    bullets (the mechanism checks in one, with their words; then the headline claims, each with its
+    word, our difference and the paper's; a chapter that marks no headline gets one bullet per verdict
+    word, with its first claim), the count of every word, and every lead claim with its numbers and
+    notes in a folded list."""
     from collections import Counter
 
     def ours(r: dict) -> str:
@@ -71,8 +72,8 @@ def findings(rows: list[dict], bullets: int = 5) -> str:
     mechs = [r for r in rows if r.get("kind") == "mechanism"]
     out = []
     if mechs:
-        out.append("* **Does the mechanism act?** " + "; ".join(
-            f"{r['claim'].split(': ', 1)[-1]}: **{r['verdict']}** ({r['ours (a − b, 95 % CI)']})" for r in mechs) + ".")  # fmt: skip
+        out.append("* **Does the mechanism act?** " + "; ".join(  # the numbers: in the folded list below
+            f"{r['claim'].split(': ', 1)[-1]}: **{r['verdict']}**" for r in mechs) + ".")  # fmt: skip
     room = bullets - len(out)
     shown = heads if len(heads) <= room else heads[: room - 1]
     out += [f"* {r['claim']}: {ours(r)}." for r in shown]

@@ -160,6 +160,7 @@ def test_findings_lead_with_mechanisms_and_headlines():
     text = findings([other, head, mech])
     short = text.split(":::")[0]  # the bullets above the folded list
     assert short.index("weights differ: **reproduces**") < short.index("A beats B: **reproduces**")
+    assert "+6.0" not in short and "+6.0" in text  # a mechanism's numbers: in the folded list only
     assert "C beats D" not in text and "Mechanism (x)" not in short and "the paper: +1.7" in short
     assert "All 3 claims (1 in saturated settings, no headline): 2 reproduces, 1 inconclusive." in text
     assert "(mechanism: reproduces)" in text.split(":::")[1]  # the notes, folded
