@@ -178,10 +178,13 @@ class KTpFLServer(Server):
         total = col.sum()
         return ids, col / total if total > 0 else torch.full_like(col, 1.0 / len(ids))
 
-    def message_for(self, cid, rnd):
+    def teacher(self, cid) -> torch.Tensor:
+        """Client ``cid``'s personalised soft prediction on this round's batch (eq. 2)."""
         ids, w = self.mixing(cid)
-        teacher = sum(wi * self.soft[m] for wi, m in zip(w, ids))  # t_n = Σ_m c_mn s(w_m, ξ_r)  (eq. 2)
-        return {"teacher": teacher.float()}
+        return sum(wi * self.soft[m] for wi, m in zip(w, ids))  # t_n = Σ_m c_mn s(w_m, ξ_r)
+
+    def message_for(self, cid, rnd):
+        return {"teacher": self.teacher(cid).float()}
 
     def eval_message(self, cid):
         return {}
@@ -266,7 +269,7 @@ def diagnostics(server: KTpFLServer, clients: list[Client], sample: int = 512) -
         private = torch.autograd.grad(F.cross_entropy(model(x), y), params, allow_unused=True)
         ratio = 0.0
         if scale > 0:
-            teacher = sum(wi * server.soft[m] for wi, m in zip(w, ids)).float()[:sample]
+            teacher = server.teacher(client.cid).float()[:sample]
             xp = client.data.x_public[client._batch[:sample]]
             loss = scale * kl(teacher, F.softmax(model(xp) / opts["T"], dim=1))
             ratio = _norm(torch.autograd.grad(loss, params, allow_unused=True)) / max(_norm(private), EPS)
