@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 from torch import nn
 
-from pflkit.chapters.ktpfl import by_architecture, c_moved, c_probe, kt_probe, label_similarity, multiply_adds
+from pflkit.chapters.ktpfl import (
+    by_architecture,
+    c_mechanism,
+    c_moved,
+    c_probe,
+    kt_probe,
+    label_similarity,
+    multiply_adds,
+)
 from pflkit.engine import Federation, run
 from tests.conftest import tiny_config
 
@@ -38,6 +46,30 @@ def test_c_moved_and_by_architecture_read_the_records():
     assert c_moved(result, "KT-pFL", 0) == pytest.approx(0.3)
     arch = by_architecture(result)
     assert dict(zip(arch.architecture, arch.acc)) == pytest.approx({"lenet": 70.0, "mlp": 85.0})  # dealt in turn
+
+
+def test_c_mechanism_reads_inert_below_the_threshold_and_acts_above_it():
+    far = {0: 0.3, 1: 0.25, 2: 0.35}  # the largest |c − 1/2| per seed
+
+    class Result:
+        records = {("KT-pFL", s): {"config": {"rounds": 2}} for s in far}
+
+        def __init__(self, scale):
+            self.scale = scale
+
+        def probes(self, arm, seed):
+            d = self.scale * far[seed]
+            return {2: {"c": [[0.5 + d, 0.5 - d], [0.5 - d, 0.5 + d]]}}
+
+        def __getitem__(self, pair):
+            return self.records[pair]
+
+    acts = c_mechanism("c moves", Result(1.0), "KT-pFL", [0, 1, 2, 9], threshold=0.01)  # seed 9: no run, skipped
+    assert acts["verdict"] == "reproduces" and acts["kind"] == "mechanism"
+    assert acts["_v"].n == 3 and acts["_v"].mean == pytest.approx(0.3 - 0.01)
+    assert "0.300" in acts["ours (a − b, 95 % CI)"] and "above 0.01 on 3" in acts["ours (a − b, 95 % CI)"]
+    inert = c_mechanism("c moves", Result(0.01), "KT-pFL", [0, 1, 2], threshold=0.01)  # |c − 1/2| ≈ 0.003
+    assert inert["verdict"] == "mechanism inert"
 
 
 def test_label_similarity_is_one_on_the_diagonal():
