@@ -48,8 +48,8 @@ def c_mechanism(text: str, result, arm: str, seeds, threshold: float, **row) -> 
     judged by the book's rule against uniform c (FedMD's mixture); ``row``: :func:`~pflkit.verdicts.claim_row`'s
     options."""
     far = [c_moved(result, arm, s) for s in seeds if (arm, s) in result.records]
-    ours = (f"largest |c − 1/N| {np.mean(far):.3f} (mean over {len(far)} seeds; above {threshold:g} on "
-            f"{sum(f > threshold for f in far)})")  # fmt: skip
+    seeds = f"{len(far)} seed{'s' if len(far) != 1 else ''}"
+    ours = f"largest |c − 1/N| {np.mean(far):.3f} (mean over {seeds}; above {threshold:g} on {sum(f > threshold for f in far)})"
     v = verdict([f - threshold for f in far], unit=f"(|c − 1/N| − {threshold:g})")
     return mechanism(text, v, control="uniform c = 1/N (FedMD's mixture)", ours=ours, **row)
 
