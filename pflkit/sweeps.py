@@ -129,7 +129,7 @@ def sweep(
     workers: int | None = None,
     threads: int = 1,
     executor: Executor | None = None,
-    probe: Callable | None = None,
+    probe: Callable | dict[str, Callable] | None = None,
     progress: bool | None = None,
 ) -> SweepResult:
     """Run every arm (a named config) with every seed; reuse what ``store`` holds.  ``seeds``: one
@@ -141,7 +141,8 @@ def sweep(
     ``probe(rnd, row, server, clients)`` (``rnd`` 0: after setup) may return JSON-able data
     kept in the record (figures of the internals: α, clusters, embeddings); it must be
     picklable for worker processes (a module-level function, or one defined in a notebook:
-    workers are forked).  A stored run without this probe's output is recomputed.
+    workers are forked).  A stored run without this probe's output is recomputed.  A dict
+    ``{arm: probe}`` gives arms their own probes (an arm it leaves out runs without one).
     ``progress``: one bar over the runs with an ETA (default: on, unless ``PFLBOOK_PROGRESS=0``,
     which the book's build sets so that executed pages do not carry progress bars).
     """
@@ -165,17 +166,18 @@ def sweep(
     for cfg in arms.values():
         get_method(cfg.method).resolve_options(cfg.options)  # bad input fails before anything runs
     records: dict[tuple[str, int], dict] = {}
-    todo: dict[str, tuple[RunConfig, list[tuple[str, int]]]] = {}  # key -> config, (arm, seed) pairs
+    todo: dict[str, tuple[RunConfig, list[tuple[str, int]], Callable | None]] = {}  # key -> config, pairs, probe
     for name, cfg in arms.items():
+        p = probe.get(name) if isinstance(probe, dict) else probe
         for seed in per_arm[name]:
             c = dataclasses.replace(cfg, seed=seed, checkpoint=None)
             key = run_key(c, threads)
             rec = store.get(key)
-            probed = probe is None or rec is not None and rec.get("probe", {}).get("name") == probe_name(probe)
+            probed = p is None or rec is not None and rec.get("probe", {}).get("name") == probe_name(p)
             if rec is not None and store.usable(rec) and probed:
                 records[name, seed] = rec
             else:
-                todo.setdefault(key, (c, []))[1].append((name, seed))
+                todo.setdefault(key, (c, [], p))[1].append((name, seed))
     reused = len({r["key"] for r in records.values()})
     if todo and store.read_only:
         _log_usage(store, records, {}, missing=todo)
@@ -186,10 +188,10 @@ def sweep(
     if todo:
         n_local = _local_workers(workers, threads, len(todo)) if executor is None else None
         if executor is None:  # read once here: a missing dataset fails now, and forked workers share it
-            for name in sorted({c.dataset for c, _ in todo.values()}):
+            for name in sorted({c.dataset for c, *_ in todo.values()}):
                 dataset(name)
-        finished = _run_all(todo, store, n_local, threads, executor, probe, progress, reused)
-        for key, (_, pairs) in todo.items():
+        finished = _run_all(todo, store, n_local, threads, executor, progress, reused)
+        for key, (_, pairs, _) in todo.items():
             for pair in pairs:
                 records[pair] = finished[key]
     _log_usage(store, records, todo)
@@ -233,7 +235,7 @@ def _local_workers(workers: int | None, threads: int, n_runs: int) -> int:
     return workers
 
 
-def _run_all(todo, store, n_local, threads, executor, probe, progress, reused) -> dict[str, dict]:
+def _run_all(todo, store, n_local, threads, executor, progress, reused) -> dict[str, dict]:
     if progress:
         from tqdm.auto import tqdm
     else:  # no import: tqdm.auto warns in a notebook without widgets
@@ -244,7 +246,7 @@ def _run_all(todo, store, n_local, threads, executor, probe, progress, reused) -
     done: dict[str, dict] = {}
     try:
         if executor is None and n_local == 1:  # in this process, one run after another
-            for key, (cfg, _) in todo.items():
+            for key, (cfg, _, probe) in todo.items():
                 done[key] = execute(cfg, threads, str(store.path), probe)
                 bar.update()
             return done
@@ -256,7 +258,7 @@ def _run_all(todo, store, n_local, threads, executor, probe, progress, reused) -
             pool = ProcessPoolExecutor(n_local, mp_context=ctx, initializer=_set_threads, initargs=(threads,))
         try:
             futures = {
-                pool.submit(execute, cfg, threads, str(store.path), probe): key for key, (cfg, _) in todo.items()
+                pool.submit(execute, cfg, threads, str(store.path), probe): key for key, (cfg, _, probe) in todo.items()
             }
             for fut in as_completed(futures):
                 done[futures[fut]] = fut.result()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,12 +67,19 @@ class Tuning:
     chosen: dict[str, str]
     first: dict[str, str] | None = None  # tune_axis: per label, the arm chosen on the grid it started from
     start: dict[str, list[str]] | None = None  # ... and that grid's arms
+    shared: bool = False  # tune_axis(shared=True): one value for every label, ranked on the labels' mean
 
     def config(self, label: str) -> RunConfig:
         return self.grids[label][self.chosen[label]]
 
     def ranked(self, label: str) -> list[RunConfig]:
-        """The label's pilot configs from the best mean validation metric down (diverged ones left out)."""
+        """The label's pilot configs from the best mean validation metric down (diverged ones left out);
+        in a shared pilot, the grid's positions by the metric averaged over the labels (a position where
+        some label diverged left out), the order in which it chose."""
+        if self.shared:
+            scores = _shared_scores(self)
+            arms = list(self.grids[label])
+            return [self.grids[label][arms[i]] for i in sorted(scores, key=scores.get, reverse=True)]
         return [self.grids[label][a] for a in self.result.ranked(self.grids[label], self.by)]
 
     def table(self) -> pd.DataFrame:
@@ -174,13 +182,13 @@ def tune_axis(
             grown = True
         if not grown:
             break
-    t.first, t.start = first, start
+    t.first, t.start, t.shared = first, start, shared
     return t
 
 
-def _shared_choice(t: Tuning) -> dict[str, str]:
-    """Per label, its arm at the one position of the (common) grid whose validation metric,
-    averaged over the labels, is best; positions where an arm diverged are left out."""
+def _shared_scores(t: Tuning) -> dict[int, float]:
+    """Per position of a shared pilot's (common) grid, the validation metric averaged over the labels;
+    positions where some label's arm diverged are left out."""
     labels = list(t.grids)
     score = {}
     for i in range(len(t.grids[labels[0]])):
@@ -188,11 +196,17 @@ def _shared_choice(t: Tuning) -> dict[str, str]:
         if any(t.result.values(a, "diverged").astype(bool).any() for a in arms):
             continue
         score[i] = float(np.mean([t.result.values(a, t.by).mean() for a in arms]))
-    score = {i: v for i, v in score.items() if v == v}
+    return {i: v for i, v in score.items() if v == v}
+
+
+def _shared_choice(t: Tuning) -> dict[str, str]:
+    """Per label, its arm at the one position of the (common) grid whose validation metric,
+    averaged over the labels, is best; positions where an arm diverged are left out."""
+    score = _shared_scores(t)
     if not score:
         raise PflkitError("every value of the shared grid diverged for some label: nothing to choose")
     best = max(score, key=score.get)
-    return {label: list(t.grids[label])[best] for label in labels}
+    return {label: list(t.grids[label])[best] for label in t.grids}
 
 
 def sweep_stable(
@@ -202,6 +216,7 @@ def sweep_stable(
     pilots: dict[str, tuple[Tuning, str]],
     *,
     axis: str = "lr",
+    together: Iterable[Iterable[str]] = (),
     **sweep_kw,
 ) -> tuple[SweepResult, dict[str, str]]:
     """:func:`sweep`, with one fallback for an arm whose run diverged on some seed.
@@ -210,20 +225,31 @@ def sweep_stable(
     Such an arm runs again, on every seed, at the best value of ``axis`` below the one that
     diverged in its pilot's validation ranking (``pilots``: ``{arm: (tuning, label)}``), and that
     run stands for the arm; if it diverges too, it is reported as it is.  The rule reads training
-    stability and validation only, and applies to every arm in ``pilots`` alike.  Returns the result
-    and, per arm that fell back, a note saying what diverged and what replaced it."""
+    stability and validation only, and applies to every arm in ``pilots`` alike.  ``together``:
+    groups of arms that share the value (methods that must differ in nothing else, and their
+    controls): where one arm of a group diverges, every arm of it moves to the value its first arm
+    (which ``pilots`` names) falls back to.  Returns the result and, per arm that fell back, a note
+    saying what diverged and what replaced it."""
     result = sweep(arms, seeds, store, **sweep_kw)
+    groups = [[a for a in g if a in arms] for g in together]
+    lead = {a: g[0] for g in groups if g for a in g}  # each grouped arm -> the arm whose pilot decides
+    if missing := sorted({g for g in lead.values() if g not in pilots}):
+        raise PflkitError(f"the first arm of a group must have a pilot: {', '.join(missing)}")
+    lost = {a: result.values(a, "diverged").astype(bool) for a in arms}
     moved, notes = {}, {}
     for name, cfg in arms.items():
-        if name not in pilots:
+        if name not in pilots and name not in lead:
             continue
-        lost = result.values(name, "diverged").astype(bool)
-        if not lost.any():
+        first = lead.get(name, name)
+        group = [a for a in arms if lead.get(a, a) == first]
+        gone = sorted({s for a in group for s in lost[a][lost[a]].index})
+        if not gone:
             continue
-        tuning, label = pilots[name]
-        value = getattr(cfg, axis)
+        tuning, label = pilots[first]
+        value = getattr(arms[first], axis)
         below = [getattr(c, axis) for c in tuning.ranked(label) if getattr(c, axis) < value]
-        where = f"{axis} {value:g} diverged on seed(s) {', '.join(str(s) for s in lost[lost].index)}"
+        who = "" if group == [name] else f"{', '.join(a for a in group if lost[a].any())} of its group "
+        where = f"{axis} {value:g} diverged {who}on seed(s) {', '.join(str(s) for s in gone)}"
         if not below:
             notes[name] = f"{where}; the pilot has no smaller value to fall back to"
             continue

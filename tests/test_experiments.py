@@ -343,6 +343,28 @@ def test_an_arm_that_diverges_falls_back_to_its_pilots_best_smaller_value(tmp_pa
                                progress=False)).seeds == [0, 1]  # fmt: skip
 
 
+def test_a_group_falls_back_together_and_arms_may_have_their_own_probes(tmp_path):
+    pilot = ex.tune_axis({"FedAvg": tiny_config(rounds=2), "FedProx": tiny_config(method="fedprox", rounds=2)}, "lr",
+                         [0.01, 0.05, 1e12], [0], tmp_path, extend=0, shared=True, workers=1, progress=False)  # fmt: skip
+    shared = [c.lr for c in pilot.ranked("FedAvg")]
+    assert shared == [c.lr for c in pilot.ranked("FedProx")] and 1e12 not in shared  # one order for the group
+    arms = {"FedAvg": tiny_config(rounds=3, lr=1e12), "FedProx": tiny_config(method="fedprox", rounds=3, lr=1e12),
+            "Local": tiny_config(method="local", rounds=3)}  # fmt: skip
+
+    def seen(rnd, row, server, clients):
+        return {"method": server.cfg.method} if rnd == server.cfg.rounds else None
+
+    # FedProx's pilot is not asked: it moves with FedAvg, the first arm of its group, to one value
+    res, notes = ex.sweep_stable(arms, [0], tmp_path, {"FedAvg": (pilot, "FedAvg")}, together=[("FedAvg", "FedProx")],
+                                 probe={"FedProx": seen}, workers=1, progress=False)  # fmt: skip
+    assert res["FedAvg", 0]["config"]["lr"] == res["FedProx", 0]["config"]["lr"] == shared[0]
+    assert set(notes) == {"FedAvg", "FedProx"} and "FedAvg, FedProx of its group" in notes["FedProx"]
+    assert res.probes("FedProx", 0) == {3: {"method": "fedprox"}} and "probe" not in res["FedAvg", 0]
+    assert "probe" not in res["Local", 0]
+    with pytest.raises(PflkitError, match="first arm of a group"):
+        ex.sweep_stable(arms, [0], tmp_path, {}, together=[("FedProx", "FedAvg")], workers=1, progress=False)
+
+
 def test_claims_and_paper_tables(tmp_path):
     res = ex.sweep(arms(), [0, 1, 2], tmp_path, workers=1, progress=False)
     d = res.paired("Local", "FedAvg")
