@@ -1,0 +1,286 @@
+"""The pFedHN chapter's probes and measurements: what each client scores with the models generated
+for the others (the swap test of Figure 3), how novel clients fare (Figures 2 and 7), where the
+client embeddings go (Figure 4), how far the generated models differ between clients, and the
+tables and per-seed differences of Tables 1 and 2 and the ablations."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.metrics import silhouette_score
+from sklearn.neighbors import KNeighborsClassifier
+
+from ..engine import Federation, build
+from ..federated import evaluate
+from ..methods.pfedhn import swap_accuracy, train_novel_embedding
+from ..partitions import total_variation
+from ..verdicts import claim_row, fmt_interval, paper_vs_ours, still_moving, verdict
+
+# ----------------------------------------------------------------------------- probes
+
+
+def mix_probe(rnd, row, server, clients):
+    """Figure 3, after the last round of pFedHN-PC on at most 10 clients: client i's accuracy with
+    its personal classifier ω_i and the feature extractor θ_j generated for client j."""
+    if server.cfg.method != "pfedhn-pc" or rnd != server.cfg.rounds or len(clients) > 10:
+        return None
+    classes = [sorted(set(c.data.split("train")[1].tolist())) for c in clients]
+    return {"mix": swap_accuracy(server, clients), "classes": classes}
+
+
+def swap_probe(rnd, row, server, clients):
+    """After the last round of a hypernetwork arm: client i's test accuracy with the model generated
+    for client j (pFedHN-PC: θ_j's feature extractor under client i's own classifier ω_i)."""
+    if not server.cfg.method.startswith("pfedhn") or rnd != server.cfg.rounds:
+        return None
+    return {"mix": swap_accuracy(server, clients)}
+
+
+def size_swap_probe(rnd, row, server, clients):
+    """After the hypernetwork's last round: Figure 3's swap matrix inside each size group (the
+    hypernetwork's ``widths``, each client's size by the server's public rule)."""
+    if not server.cfg.method.startswith("pfedhn") or rnd != server.cfg.rounds:
+        return None
+    return {w: swap_accuracy(server, [c for c in clients if server.group(c.cid) == w]) for w in server.widths}
+
+
+@dataclasses.dataclass(frozen=True)
+class NovelProbe:
+    """After the last round: each novel client's label-distribution distance to the nearest training
+    client, its test accuracy (pFedHN: with its random embedding, then after learning v_new through the
+    protocol, ``exchanges`` exchanges at learning rate ``embed_lr``), and the training clients' mean
+    accuracy.  ``n_classes``: the dataset's number of classes (the label histograms' length)."""
+
+    exchanges: int
+    embed_lr: float
+    n_classes: int
+
+    @property
+    def probe_name(self) -> str:
+        """The stored identity: the probe's output depends on the exchanges and the learning rate, so a
+        run probed with other values is recomputed."""
+        return f"novel_probe(exchanges={self.exchanges}, embed_lr={self.embed_lr})"
+
+    def __call__(self, rnd, row, server, clients):
+        cfg = server.cfg
+        if rnd != cfg.rounds:
+            return None
+        novel_ids = list(range(cfg.clients - cfg.novel_clients, cfg.clients))
+        counts = np.stack(
+            [np.bincount(c.data.split("train")[1].cpu().numpy(), minlength=self.n_classes) for c in clients]
+        )
+        dist = counts / counts.sum(1, keepdims=True).clip(min=1)
+        train_ids = [i for i in range(cfg.clients) if i not in novel_ids]
+        alphas = [cfg.novel_alpha[j * len(cfg.novel_alpha) // cfg.novel_clients] for j in range(cfg.novel_clients)]
+
+        def test_acc(i):
+            x, y_ = clients[i].data.split("test")
+            return evaluate(clients[i].eval_model(server.eval_message(i)), x, y_)["correct"] / len(y_)
+
+        out = []
+        for i, a in zip(novel_ids, alphas):
+            r = {"client": i, "alpha": a, "TV to nearest": min(total_variation(dist[i], dist[j]) for j in train_ids)}
+            if cfg.method == "pfedhn":
+                r["acc_novel (random v)"] = test_acc(i)
+                train_novel_embedding(server, clients[i], steps=self.exchanges, lr=self.embed_lr)
+            r["acc_novel"] = test_acc(i)
+            out.append(r)
+        return {"acc_train": row["mean_acc"], "novel": out}
+
+
+def embedding_probe(rnd, row, server, clients):
+    """The client embeddings after setup and after the last round (and each client's classes)."""
+    if rnd not in (0, server.cfg.rounds):
+        return None
+    out = {"embeddings": server.hn.embeddings.weight.detach().cpu().tolist()}
+    if rnd == 0:
+        out["classes"] = [sorted(set(c.data.split("train")[1].tolist())) for c in clients]
+    return out
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+def own_minus_other(mix) -> float:
+    """Mean own-model accuracy minus mean accuracy with another client's generated model (points),
+    from a swap matrix (:func:`~pflkit.methods.pfedhn.swap_accuracy`)."""
+    m = np.array(mix)
+    return 100 * (np.diag(m).mean() - m[~np.eye(len(m), dtype=bool)].mean())
+
+
+def purity(E, labels) -> float:
+    """1-NN purity: the share of points whose nearest *other* point (rows of ``E``) has the same label."""
+    nearest = KNeighborsClassifier(n_neighbors=2).fit(E, labels).kneighbors(E, 2, return_distance=False)[:, 1]
+    return float((labels[nearest] == labels).mean())
+
+
+def embedding_scores(res, coarse_of_class, rounds: int) -> pd.DataFrame:
+    """Per arm and seed, from :func:`embedding_probe`: how far the embeddings moved by round ``rounds``
+    (median, % of their norm), and how well they group by the coarse group of each client's first
+    class (``coarse_of_class``: 1-NN purity, silhouette) before and after training."""
+    rows = []
+    for arm, s in res.records:
+        p = res.probes(arm, s)
+        groups = np.array([coarse_of_class[cl[0]] for cl in p[0]["classes"]])
+        E0, E1 = np.array(p[0]["embeddings"]), np.array(p[rounds]["embeddings"])
+        moved = np.linalg.norm(E1 - E0, axis=1) / np.linalg.norm(E0, axis=1)
+        rows.append({"arm": arm, "seed": s, "median movement (%)": 100 * np.median(moved),
+                     "purity before (%)": 100 * purity(E0, groups), "purity after (%)": 100 * purity(E1, groups),
+                     "silhouette before": silhouette_score(E0, groups), "silhouette after": silhouette_score(E1, groups)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def purity_gains(res, coarse_of_class, rounds: int) -> dict[str, pd.Series]:
+    """Per arm: the per-seed 1-NN purity gain of the embeddings (points, after − before training)."""
+    d = embedding_scores(res, coarse_of_class, rounds).set_index("seed")
+    return {a: (g["purity after (%)"] - g["purity before (%)"]) for a, g in d.groupby("arm")}
+
+
+def client_spread(cfg) -> dict[str, float]:
+    """At initialisation (nothing trained), per tensor the hypernetwork generates: the mean distance of
+    the clients' θ_i from their mean θ."""
+    _, _, server, _ = build(cfg, Federation.from_config(cfg))
+    with torch.no_grad():
+        thetas = [server.theta(i) for i in range(cfg.clients)]
+    spread = {}
+    for k in thetas[0]:
+        per_client = torch.stack([t[k].flatten() for t in thetas])
+        spread[k] = (per_client - per_client.mean(0)).norm(dim=1).mean().item()
+    return spread
+
+
+def with_budget(res, arms) -> pd.DataFrame:
+    """Histories with both budgets: client updates (all methods) and server steps (rounds: one
+    aggregation, for pFedHN one hypernetwork step, per round); ``arms``: the sweep's configs."""
+    h = res.history()
+    per_round = {a: max(1, round(c.sample_rate * c.clients)) for a, c in arms.items()}
+    return h.assign(**{"client updates": h["round"] * h["arm"].map(per_round), "server steps": h["round"]})
+
+
+# ----------------------------------------------------------------------------- Table 1
+
+
+def paper_t1(paper, n: int) -> dict[str, float]:
+    """The paper's Table 1 on CIFAR-10 at ``n`` clients: method → accuracy (%)."""
+    d = paper[(paper.table == "Table 1") & (paper.dataset == "CIFAR10") & (paper.setting == f"{n} clients")]
+    return dict(zip(d.method, d.value))
+
+
+def table1_rows(res, published) -> pd.DataFrame:
+    """The paper's metric (mean over clients, last round) beside the authors' code's (pooled over
+    clients, at the round of best validation accuracy); ``published``: the paper's numbers by arm."""
+    ours = paper_vs_ours(res, published, label="paper CIFAR-10")
+    code = paper_vs_ours(res, {}, metric="pooled_acc@best_val")["ours pooled_acc@best_val"]
+    return ours.join(code.rename("ours pooled, best-by-val (authors' code)"))
+
+
+def t1_best(res) -> str:
+    """The strongest baseline of a Table 1 column, on validation."""
+    return res.select([a for a in res.arms if not a.startswith("pFedHN")], by="val_mean_acc")
+
+
+def t1_text(n, hn, best) -> str:
+    """The claim that hypernetwork ``hn`` beats the strongest baseline ``best`` at ``n`` clients."""
+    return f"Table 1, {n} clients: {hn} beats the strongest baseline ({best}, on validation)"
+
+
+def headroom_claims(res, arms, baselines, shared):
+    """Per-seed differences of the headroom split's claims: each hypernetwork against the strongest
+    baseline (chosen on validation among ``baselines``), pFedHN against its shared-embedding control
+    (the arm ``shared``), own minus another client's model (:func:`swap_probe` at the last round of
+    ``arms``' configs).  Returns the strongest baseline and the differences."""
+    best = res.select(baselines, by="val_mean_acc")
+    swap = {hn: pd.Series({s: own_minus_other(res.probes(hn, s)[arms[hn].rounds]["mix"]) for s in res.seeds}) for hn in ("pFedHN", "pFedHN-PC")}  # fmt: skip
+    return best, {
+        "pFedHN − strongest baseline": res.paired("pFedHN", best),
+        "pFedHN-PC − strongest baseline": res.paired("pFedHN-PC", best),
+        "pFedHN − shared embedding": res.paired("pFedHN", shared),
+        "pFedHN: own − another client's model": swap["pFedHN"],
+        "pFedHN-PC: own − another client's feature extractor": swap["pFedHN-PC"],
+    }
+
+
+# ----------------------------------------------------------------------------- Table 2
+# ``hn``: the hypernetwork's arm; ``baselines``: the baselines' names (their arms are "name (size)");
+# ``widths``: the sizes; ``groups``: each client's size in the hypernetwork's run.
+
+
+def hn_size_acc(res, seed, w, *, hn, groups) -> float:
+    """The hypernetwork's mean test accuracy (%) over the clients of size group ``w``."""
+    return 100 * np.array(res[hn, seed]["final"]["per_client_acc"])[np.asarray(groups) == w].mean()
+
+
+def table2_table(res, *, hn, baselines, widths, groups, published) -> pd.DataFrame:
+    """Our Table 2 (mean ± sd over seeds) beside the paper's CIFAR-10 numbers (``published``: the
+    paper's Table 2 rows, settings ending in "size S" etc.)."""
+    acc = {w: [hn_size_acc(res, s, w, hn=hn, groups=groups) for s in res.seeds] for w in widths}
+    rows = {"pFedHN": {w: fmt_interval(acc[w]) for w in widths}}
+    rows |= {b: {w: fmt_interval(res.values(f"{b} ({w})")) for w in widths} for b in baselines}
+    table = pd.DataFrame(rows).T.rename(columns=lambda w: f"ours FMNIST {w}")
+    for w in widths:
+        d = published[published.setting.str.endswith(f"size {w}")]
+        table[f"paper CIFAR-10 {w}"] = table.index.map(dict(zip(d.method, d.value)))
+    return table
+
+
+def table2_diffs(res, where="", *, hn, baselines, widths, groups):
+    """Per size: the strongest baseline (chosen on validation) and the per-seed differences of the
+    hypernetwork − it, keyed by the claim's text (``where``: the split, in the text)."""
+    best = {w: res.select([f"{b} ({w})" for b in baselines], by="val_mean_acc") for w in widths}
+    return best, {f"Table 2{where}, size {w}: one HN beats the strongest per-size baseline ({best[w]}, on validation)":
+                  [hn_size_acc(res, s, w, hn=hn, groups=groups) - res.values(best[w])[s] for s in res.seeds] for w in widths}  # fmt: skip
+
+
+def table2_claims(res, best, diffs, plan, *, hn, baselines, widths, published, resolution, **row):
+    """The claims rows of one Table 2 (``row``: options of claim_row) and a line per size for the page;
+    ``resolution``: the verdicts' resolution (points)."""
+    rows, lines = [], []
+    for (text, d), w in zip(diffs.items(), widths):
+        v = verdict(d, budget=res.budget(hn, best[w]), resolution=resolution)
+        # how far a budget-limited verdict's arms still rose
+        moving = still_moving(res, hn, best[w]) if v.budget else ""
+        pub = published[published.setting.str.endswith(f"size {w}")].set_index("method")["value"]
+        pub_best = pub[[b for b in baselines if b in pub]].idxmax()  # among our baselines
+        rows.append(claim_row(text, v, paper=f"{pub['pFedHN'] - pub[pub_best]:+.1f} vs {pub_best} (CIFAR-10)", plan=plan, note=moving, **row))  # fmt: skip
+        lines.append(f"* Size {w}: pFedHN − {best[w]}: **{v}**.")
+    return rows, lines
+
+
+def size_swaps(res, hn, rounds: int) -> list[float]:
+    """Per seed: own minus another client's generated model of the same size (points), mean over the
+    sizes, from :func:`size_swap_probe` at round ``rounds`` of the arm ``hn``."""
+    return [np.mean([own_minus_other(m) for m in res.probes(hn, s)[rounds].values()]) for s in res.seeds]
+
+
+# ----------------------------------------------------------------------------- Figures 2 and 7
+
+
+def novel_rows(res, arms) -> pd.DataFrame:
+    """One row per novel client and seed (:class:`NovelProbe` at the last round of ``arms``' configs):
+    its α, TV distance, accuracies, and its gap to the training clients."""
+    rows = [{"method": arm, "seed": s, "acc_train": p["acc_train"], **r}
+            for (arm, s) in res.records for p in [res.probes(arm, s)[arms[arm].rounds]] for r in p["novel"]]  # fmt: skip
+    return pd.DataFrame(rows).assign(gap=lambda d: d["acc_novel"] - d["acc_train"])
+
+
+def novel_diffs(res, arms, gap_claim: str, corr_claim: str) -> dict[str, pd.Series]:
+    """Per seed: pFedHN's gap minus Per-FedAvg's (points, averaged over α; keyed ``gap_claim``), and
+    −r between a novel client's accuracy and its TV distance (pFedHN; keyed ``corr_claim``)."""
+    d = novel_rows(res, arms)
+    per_seed = d.groupby(["seed", "method", "alpha"])["gap"].mean().unstack("method")
+    hn_ = d[d.method == "pFedHN"]
+    corr_ = hn_.groupby("seed").apply(lambda g: np.corrcoef(g["TV to nearest"], g["acc_novel"])[0, 1])
+    return {gap_claim: 100 * (per_seed["pFedHN"] - per_seed["Per-FedAvg"]).groupby("seed").mean(), corr_claim: -corr_}
+
+
+# ----------------------------------------------------------------------------- Figures 5 and 6
+
+
+def diffs56(res, k_arms, k1, embed, depth) -> dict[str, pd.Series]:
+    """Per-seed differences of the three ablation claims: the best of ``k_arms`` other than ``k1``
+    (on validation) − ``k1``, the two embedding sizes ``embed`` (a, b), the two depths ``depth`` (a, b)."""
+    best_k = res.select([a for a in k_arms if a != k1], by="val_mean_acc")
+    return {"Figure 5": res.paired(best_k, k1), "Figure 6a": res.paired(*embed), "Figure 6b": res.paired(*depth)}

@@ -1,0 +1,296 @@
+"""The pFedHN chapter's probes and measurements (pflkit.chapters.pfedhn)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import pflkit.chapters.pfedhn as ch
+from pflkit.chapters.pfedhn import (
+    NovelProbe,
+    client_spread,
+    diffs56,
+    embedding_probe,
+    embedding_scores,
+    headroom_claims,
+    hn_size_acc,
+    mix_probe,
+    novel_diffs,
+    novel_rows,
+    own_minus_other,
+    paper_t1,
+    purity,
+    purity_gains,
+    size_swap_probe,
+    size_swaps,
+    swap_probe,
+    t1_best,
+    t1_text,
+    table1_rows,
+    table2_claims,
+    table2_diffs,
+    table2_table,
+    with_budget,
+)
+from pflkit.engine import Federation, RunConfig, run
+from pflkit.methods import get_method
+from pflkit.methods.pfedhn import PFedHNServer
+from pflkit.models import build_model
+from pflkit.sweeps import FINAL_METRICS, SweepResult
+from tests.conftest import tiny_config
+
+
+def record(acc, val=None, *, method="fedavg", rounds=5, per_client=None, probe=None) -> dict:
+    """A finished run's record as the store keeps it, reduced to what the tables read."""
+    val = acc if val is None else val
+    rec = {
+        "config": {"method": method, "rounds": rounds},
+        "final": {"round": rounds, "per_client_acc": per_client} | dict.fromkeys(FINAL_METRICS, acc),
+        "history": [{"round": rounds, "mean_acc": acc, "pooled_acc": acc, "val_mean_acc": val}],
+        "best_by_val": {"round": rounds, "mean_acc": acc, "pooled_acc": acc / 2},
+        "improving": 0.0,  # not still improving: no budget flag
+        "comm": {"bytes_up": 0, "bytes_down": 0},
+        "provenance": {"wall_time_s": 0.0},
+    }
+    if probe is not None:
+        rec["probe"] = {"name": "probe", "rounds": {str(rounds): probe}}
+    return rec
+
+
+def result(by_arm: dict[str, list[dict]]) -> SweepResult:
+    """A sweep's result from each arm's records, seed 0, 1, ... in order."""
+    seeds = range(max(len(v) for v in by_arm.values()))
+    return SweepResult({(a, s): r for a, recs in by_arm.items() for s, r in enumerate(recs)}, list(by_arm), seeds)
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+def test_own_minus_other_is_the_diagonal_against_the_rest():
+    assert own_minus_other([[0.9, 0.5], [0.3, 0.8]]) == pytest.approx(100 * (0.85 - 0.4))
+    assert own_minus_other([[0.5] * 3] * 3) == 0.0  # every model alike: nothing own
+
+
+def test_purity_counts_the_nearest_other_point():
+    E = np.array([[0.0, 0.0], [0.0, 0.1], [5.0, 5.0], [5.0, 5.1]])
+    assert purity(E, np.array([0, 0, 1, 1])) == 1.0
+    assert purity(E, np.array([0, 1, 0, 1])) == 0.0
+
+
+def test_embedding_scores_and_purity_gains_read_the_probe():
+    mixed = [[1.0, 1.0], [6.0, 6.0], [1.0, 1.1], [6.0, 6.1]]  # each point's neighbour in the other group
+    grouped = [[1.0, 1.0], [1.0, 1.1], [6.0, 6.0], [6.0, 6.1]]
+    probes = {0: {"embeddings": mixed, "classes": [[0], [1], [2], [3]]}, 7: {"embeddings": grouped}}
+    res = SimpleNamespace(records={("a", 3): None}, probes=lambda arm, s: probes)
+    coarse_of_class = [0, 0, 1, 1]
+    d = embedding_scores(res, coarse_of_class, rounds=7)
+    assert list(d.arm) == ["a"] and list(d.seed) == [3]
+    assert d["purity before (%)"][0] == 0.0 and d["purity after (%)"][0] == 100.0
+    assert d["silhouette after"][0] > 0.9 > d["silhouette before"][0]
+    assert d["median movement (%)"][0] > 0
+    gains = purity_gains(res, coarse_of_class, rounds=7)
+    assert list(gains) == ["a"] and gains["a"].to_dict() == {3: 100.0}
+
+
+def test_client_spread_is_zero_with_one_shared_embedding():
+    cfg = tiny_config(method="pfedhn")
+    spread = client_spread(cfg)
+    assert spread and all(v > 0 for v in spread.values())  # one value per generated tensor
+    shared = client_spread(dataclasses.replace(cfg, options={"embedding": "shared"}))
+    assert shared.keys() == spread.keys() and all(v == 0 for v in shared.values())
+
+
+def test_with_budget_counts_client_updates_and_server_steps():
+    history = pd.DataFrame({"arm": ["HN", "HN", "avg"], "round": [1, 2, 2]})
+    res = SimpleNamespace(history=lambda: history)
+    arms = {"HN": SimpleNamespace(sample_rate=0.1, clients=10), "avg": SimpleNamespace(sample_rate=0.5, clients=10)}
+    h = with_budget(res, arms)
+    assert list(h["client updates"]) == [1, 2, 10] and list(h["server steps"]) == [1, 2, 2]
+
+
+# ----------------------------------------------------------------------------- Table 1
+
+
+def test_paper_t1_picks_table_1_on_cifar10_at_the_client_count():
+    paper = pd.DataFrame(
+        {
+            "table": ["Table 1", "Table 1", "Table 1", "Table 2"],
+            "dataset": ["CIFAR10", "CIFAR10", "CIFAR100", "CIFAR10"],
+            "setting": ["10 clients", "50 clients", "10 clients", "10 clients"],
+            "method": ["pFedHN", "pFedHN", "pFedHN", "pFedHN"],
+            "value": [90.0, 88.0, 60.0, 1.0],
+        }
+    )
+    assert paper_t1(paper, 10) == {"pFedHN": 90.0} and paper_t1(paper, 50) == {"pFedHN": 88.0}
+
+
+def test_table1_best_baseline_text_and_rows():
+    res = result({"pFedHN": [record(0.9, 0.99)] * 2, "FedAvg": [record(0.7)] * 2, "Local": [record(0.8, 0.85)] * 2})
+    assert t1_best(res) == "Local"  # the hypernetwork is never a baseline
+    assert (
+        t1_text(10, "pFedHN", "Local")
+        == "Table 1, 10 clients: pFedHN beats the strongest baseline (Local, on validation)"
+    )
+    rows = table1_rows(res, {"pFedHN": 88.0})
+    assert rows.loc["pFedHN", "paper CIFAR-10"] == 88.0
+    pooled = rows["ours pooled, best-by-val (authors' code)"]  # the record's pooled accuracy at best validation
+    assert [pooled[a].split(" ")[0] for a in ("pFedHN", "FedAvg", "Local")] == ["45.0", "35.0", "40.0"]
+
+
+def test_headroom_claims_take_the_strongest_baseline_and_the_swap_test():
+    mix = {"mix": [[0.9, 0.5], [0.3, 0.8]]}  # own − other: 45 points
+    res = result(
+        {
+            "pFedHN": [record(0.9, probe=mix), record(0.8, probe=mix)],
+            "pFedHN-PC": [record(0.6, probe={"mix": [[0.5, 0.5], [0.5, 0.5]]})] * 2,
+            "FedAvg": [record(0.5, 0.9)] * 2,
+            "Local": [record(0.7, 0.6)] * 2,
+            "shared": [record(0.85)] * 2,
+        }
+    )
+    arms = {a: SimpleNamespace(rounds=5) for a in res.arms}
+    best, diffs = headroom_claims(res, arms, ["FedAvg", "Local"], "shared")
+    assert best == "FedAvg"  # on validation, although Local tests higher
+    assert diffs["pFedHN − strongest baseline"].tolist() == pytest.approx([40.0, 30.0])
+    assert diffs["pFedHN − shared embedding"].tolist() == pytest.approx([5.0, -5.0])
+    assert diffs["pFedHN: own − another client's model"].tolist() == pytest.approx([45.0, 45.0])
+    assert diffs["pFedHN-PC: own − another client's feature extractor"].tolist() == [0.0, 0.0]
+
+
+# ----------------------------------------------------------------------------- Table 2
+
+
+def table2_result():
+    groups = np.array(["S", "S", "M", "M"])
+    per_client = [[0.5, 0.6, 0.8, 0.9], [0.6, 0.7, 0.9, 1.0], [0.4, 0.5, 0.7, 0.8]]
+    by_arm = {"HN": [record(0.7, method="pfedhn", per_client=p) for p in per_client]}
+    for w, shift in (("S", 0.0), ("M", 0.2)):
+        by_arm[f"FedAvg ({w})"] = [record(0.4 + shift, 0.9), record(0.5 + shift, 0.9), record(0.3 + shift, 0.9)]
+        by_arm[f"Local ({w})"] = [record(0.6 + shift, 0.5)] * 3
+    published = pd.DataFrame(
+        {
+            "setting": ["10 clients / size S", "10 clients / size S", "10 clients / size M", "10 clients / size M"],
+            "method": ["pFedHN", "FedAvg", "pFedHN", "FedAvg"],
+            "value": [80.0, 75.0, 82.0, 78.0],
+        }
+    )
+    return result(by_arm), groups, published
+
+
+def test_table2_helpers_split_the_hypernetwork_by_size():
+    res, groups, published = table2_result()
+    args = dict(hn="HN", baselines=["FedAvg", "Local"], widths=["S", "M"])
+    assert hn_size_acc(res, 0, "S", hn="HN", groups=groups) == pytest.approx(55.0)
+    assert hn_size_acc(res, 1, "M", hn="HN", groups=groups) == pytest.approx(95.0)
+    best, diffs = table2_diffs(res, ", here", **args, groups=groups)
+    assert best == {"S": "FedAvg (S)", "M": "FedAvg (M)"}  # on validation, not on test
+    assert list(diffs) == [
+        f"Table 2, here, size {w}: one HN beats the strongest per-size baseline (FedAvg ({w}), on validation)"
+        for w in "SM"
+    ]
+    assert list(diffs.values())[0] == pytest.approx([15.0, 15.0, 15.0])  # 55 − 40, 65 − 50, 45 − 30
+    table = table2_table(res, **args, groups=groups, published=published)
+    assert list(table.index) == ["pFedHN", "FedAvg", "Local"]
+    assert list(table.columns) == ["ours FMNIST S", "ours FMNIST M", "paper CIFAR-10 S", "paper CIFAR-10 M"]
+    assert table.loc["FedAvg", "paper CIFAR-10 M"] == 78.0 and np.isnan(table.loc["Local", "paper CIFAR-10 S"])
+    rows, lines = table2_claims(res, best, diffs, None, **args, published=published, resolution=1.0)
+    assert [r["claim"] for r in rows] == list(diffs)
+    assert rows[0]["verdict"] == "reproduces" and rows[0]["paper"] == "+5.0 vs FedAvg (CIFAR-10)"
+    assert lines[0] == f"* Size S: pFedHN − FedAvg (S): **{rows[0]['_v']}**."
+
+
+def test_size_swaps_average_the_sizes_per_seed():
+    probes = {4: {"S": [[1.0, 0.0], [0.0, 1.0]], "M": [[0.5, 0.5], [0.5, 0.5]]}}
+    res = SimpleNamespace(seeds=[0, 1], probes=lambda arm, s: probes)
+    assert size_swaps(res, "HN", 4) == [50.0, 50.0]
+
+
+def test_size_swap_probe_groups_clients_by_the_servers_width_rule(monkeypatch):
+    monkeypatch.setattr(ch, "swap_accuracy", lambda server, clients: [c.cid for c in clients])
+    cfg = RunConfig(method="pfedhn", model="lenet", clients=6, rounds=2, device="cpu", options={"widths": "S,M,L"})
+    opts = get_method("pfedhn").resolve_options(cfg.options | {"hn_hidden": 4})
+    server = PFedHNServer(build_model("lenet", (1, 28, 28), 10), cfg, opts, 6)
+    clients = [SimpleNamespace(cid=i) for i in range(6)]
+    assert size_swap_probe(2, {}, server, clients) == {"S": [0, 1], "M": [2, 3], "L": [4, 5]}
+    assert size_swap_probe(1, {}, server, clients) is None  # only after the last round
+
+
+# ----------------------------------------------------------------------------- Figures 2 and 7, 5 and 6
+
+
+def test_novel_rows_and_diffs():
+    def novel(tv_acc):
+        return {
+            "acc_train": 0.8,
+            "novel": [{"alpha": a, "TV to nearest": tv, "acc_novel": acc} for a, tv, acc in tv_acc],
+        }
+
+    hn = [novel([(0.1, 0.2, 0.7), (1.0, 0.4, 0.6)]), novel([(0.1, 0.1, 0.8), (1.0, 0.5, 0.4)])]
+    other = [novel([(0.1, 0.2, 0.5), (1.0, 0.4, 0.5)])] * 2
+    res = result({"pFedHN": [record(0.8, probe=p) for p in hn], "Per-FedAvg": [record(0.8, probe=p) for p in other]})
+    arms = {"pFedHN": SimpleNamespace(rounds=5), "Per-FedAvg": SimpleNamespace(rounds=5)}
+    rows = novel_rows(res, arms)
+    assert len(rows) == 8 and rows["gap"].tolist()[:2] == pytest.approx([-0.1, -0.2])
+    diffs = novel_diffs(res, arms, "gap", "corr")
+    assert diffs["gap"].tolist() == pytest.approx([15.0, 10.0])  # mean over α of the gaps' difference
+    assert diffs["corr"].tolist() == pytest.approx([1.0, 1.0])  # two points: accuracy falls with TV, −r = 1
+
+
+def test_diffs56_picks_the_best_k_on_validation():
+    res = result(
+        {
+            "K=1": [record(0.5), record(0.6)],
+            "K=10": [record(0.7, 0.9), record(0.8, 0.9)],
+            "K=25": [record(0.9, 0.8), record(0.9, 0.8)],
+            "e=5": [record(0.7), record(0.7)],
+            "e=35": [record(0.6), record(0.8)],
+            "d=3": [record(0.7), record(0.7)],
+            "d=2": [record(0.7), record(0.7)],
+        }
+    )
+    d = diffs56(res, ["K=1", "K=10", "K=25"], "K=1", ("e=5", "e=35"), ("d=3", "d=2"))
+    assert d["Figure 5"].name == "K=10 − K=1" and d["Figure 5"].tolist() == pytest.approx([20.0, 20.0])
+    assert d["Figure 6a"].tolist() == pytest.approx([10.0, -10.0]) and d["Figure 6b"].tolist() == [0.0, 0.0]
+
+
+# ----------------------------------------------------------------------------- probes in runs
+
+
+def test_probes_read_the_hypernetwork_after_the_right_rounds():
+    seen = {}
+    for method in ("pfedhn", "pfedhn-pc", "fedavg"):
+        cfg = tiny_config(method=method, rounds=2, local_steps=2)
+        probes = (mix_probe, swap_probe, embedding_probe) if method != "fedavg" else (mix_probe, swap_probe)
+
+        def probe(r, row, s, cl, m=method, ps=probes):
+            seen[m, r] = [p(r, row, s, cl) for p in ps]
+
+        run(cfg, Federation.from_config(cfg), on_round=probe, on_setup=lambda s, cl, p=probe: p(0, None, s, cl))
+    mix, swap, emb = seen["pfedhn", 2]
+    assert mix is None and len(swap["mix"]) == 4 and all(len(r) == 4 for r in swap["mix"])
+    assert len(emb["embeddings"]) == 4 and "classes" not in emb
+    assert len(seen["pfedhn", 0][2]["classes"]) == 4 and seen["pfedhn", 1][:2] == [None, None]
+    mix_pc = seen["pfedhn-pc", 2][0]
+    assert len(mix_pc["mix"]) == 4 and all(len(c) == 3 for c in mix_pc["classes"])  # three classes per client
+    assert seen["fedavg", 2] == [None, None]
+
+
+def test_novel_probe_measures_the_novel_clients_and_keeps_its_stored_name():
+    probe = NovelProbe(exchanges=2, embed_lr=1.0, n_classes=10)
+    assert probe.probe_name == "novel_probe(exchanges=2, embed_lr=1.0)"
+    assert pickle.loads(pickle.dumps(probe)) == probe  # worker processes receive it pickled
+    out = {}
+    for method in ("pfedhn", "fedavg"):
+        cfg = tiny_config(method=method, partition="dirichlet-normalized", alpha=0.5, clients=6, rounds=2,
+                          novel_clients=2, novel_alpha=(0.1, 1.0), local_steps=2)  # fmt: skip
+        run(cfg, Federation.from_config(cfg), on_round=lambda r, row, s, cl, m=method: out.update({(m, r): probe(r, row, s, cl)}))  # fmt: skip
+    assert out["pfedhn", 1] is None
+    novel = out["pfedhn", 2]["novel"]
+    assert [r["client"] for r in novel] == [4, 5] and [r["alpha"] for r in novel] == [0.1, 1.0]
+    assert all(0 <= r["TV to nearest"] <= 1 and 0 <= r["acc_novel (random v)"] <= 1 for r in novel)
+    assert "acc_novel (random v)" not in out["fedavg", 2]["novel"][0]  # only a hypernetwork learns v_new
