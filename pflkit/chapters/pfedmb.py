@@ -1,0 +1,343 @@
+"""The pFedMB chapter's probes and measurements: every client's α during a run, FedAMP's
+self-weights and IFCA's cluster picks, how α groups the clients (within and across the class pairs,
+against their label mixes), the collaboration weights eq. 5 implies, the share of branch traffic a
+threshold on α would keep, and the tables, claims and sentences built on them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.stats import spearmanr
+
+from ..engine import Federation, RunConfig
+from ..methods import display_name
+from ..verdicts import RESOLUTION, claim_row, verdict
+
+PFEDMB = display_name("pfedmb")
+
+
+# ----------------------------------------------------------------------------- arms and configs
+
+
+def eval_every(rounds: int) -> int:
+    """The evaluation interval of a run of ``rounds`` rounds: the start of the last fifth and the
+    end are evaluated, what the budget flag (still improving over the last fifth) needs."""
+    return max(1, rounds - -(-rounds // 5))
+
+
+def main_run(cfg: RunConfig, rounds: int, every: int | None = None) -> RunConfig:
+    """A pilot's chosen config at an experiment's budget: ``rounds`` rounds, evaluated every
+    ``every`` rounds (by default as :func:`eval_every` says)."""
+    return dataclasses.replace(cfg, rounds=rounds, eval_every=every or eval_every(rounds))
+
+
+def arm(setting: str, label: str) -> str:
+    """The name of a method's arm in one setting of Table II or Figure 5."""
+    return f"{setting} · {label}"
+
+
+def mb_label(b: int) -> str:
+    """The label of pFedMB with ``b`` branches."""
+    return f"{PFEDMB} B={b}"
+
+
+def setting_base(setting_cfg: dict, visits: int, train: dict) -> RunConfig:
+    """The config of one Table II setting (its partition options ``setting_cfg``, the training
+    options ``train``) with every client visited ``visits`` times on average: visits ÷ the share
+    of clients taking part in a round, in rounds."""
+    rounds = int(round(visits / setting_cfg["sample_rate"]))
+    return RunConfig(rounds=rounds, eval_every=eval_every(rounds), **setting_cfg, **train)
+
+
+def setting_arms(
+    name: str, setting_cfg: dict, picks: dict, branches, methods, visits: int, *, amp_evals: int, ifca_evals: int
+) -> dict[str, RunConfig]:
+    """The runs of one setting (``name``, its partition options ``setting_cfg``) at ``visits``
+    visits per client, from a pilot's chosen configs ``picks`` (label -> config): pFedMB at every
+    number of branches in ``branches``, then every method in ``methods``.  FedAMP's runs are
+    evaluated ``amp_evals`` times and IFCA's ``ifca_evals`` times (for their probes); the others as
+    :func:`eval_every` says."""
+    rounds = int(round(visits / setting_cfg["sample_rate"]))
+
+    def at(cfg, every, **kw):
+        return dataclasses.replace(cfg, **setting_cfg, rounds=rounds, eval_every=every, **kw)
+
+    mb = picks[PFEDMB]
+    out = {
+        arm(name, mb_label(b)): at(mb, eval_every(rounds), options={**mb.options, "branches": b})
+        for b in sorted(branches, reverse=True)
+    }
+    evals = {"fedamp": amp_evals, "ifca": ifca_evals}
+    for m in methods:
+        out[arm(name, display_name(m))] = at(
+            picks[display_name(m)], max(1, rounds // evals[m]) if m in evals else eval_every(rounds)
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------- probes
+
+
+def pair_alpha(rnd, row, server, clients):
+    """Figure 3: every client's α (one row of branch weights, shared by all layers) after every
+    evaluated round; None after setup and in runs without a shared α."""
+    if rnd == 0 or not server.opt.get("shared_alpha"):
+        return None
+    return [c.alpha()[0].tolist() for c in clients]
+
+
+def table2_probe(rnd, row, server, clients):
+    """Table II's runs.  pFedMB: every client's α (layers × branches) after the last round.
+    FedAMP, after every evaluated round: its self-weights ξ_ii (mean, least, most over the clients),
+    how peaked ξ_i,j is over the other clients (largest ÷ mean; 1 is uniform) and the median squared
+    distance between the clients' models, the scale σ acts on.  IFCA, after every evaluated round:
+    the cluster model each client picked and how many models there are.  None for other methods."""
+    method = server.cfg.method
+    if method == "pfedmb" and rnd == server.cfg.rounds:
+        return [c.alpha().tolist() for c in clients]
+    if method == "ifca" and rnd > 0:
+        return {"clusters": [c.cluster for c in clients], "models": len(server.thetas)}
+    if method != "fedamp" or rnd == 0:
+        return None
+    xi = torch.stack([server.xi(i) for i in range(len(server.w))])
+    off = ~torch.eye(len(xi), dtype=torch.bool)
+    others = xi[off].view(len(xi), -1)
+    mean = others.mean(1)
+    flat = server.flat()
+    return {
+        "self": float(xi.diagonal().mean()),
+        "self_min": float(xi.diagonal().min()),
+        "self_max": float(xi.diagonal().max()),
+        "peak": float((others.max(1).values[mean > 0] / mean[mean > 0]).mean()) if (mean > 0).any() else None,
+        "d2": float((torch.cdist(flat, flat) ** 2)[off].median()),
+    }
+
+
+def amp_probe(rnd, row, server, clients):
+    """:func:`table2_probe`'s record, and after the last round FedAMP's self-weight ξ_ii in every
+    round ([least, mean, most] over the clients it sent a cloud model to), as the server recorded
+    them when it sent them."""
+    out = table2_probe(rnd, row, server, clients)
+    if out is not None and rnd == server.cfg.rounds:
+        out["self_trace"] = [[min(r.values()), float(np.mean(list(r.values()))), max(r.values())]
+                             for r in server.self_trace]  # fmt: skip
+    return out
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+def pair_scores(a, pid, *, concentrated: float) -> dict:
+    """How the clients' α (clients × branches) follow the class pairs ``pid`` (each client's pair):
+    the mean cosine similarity of α within pairs (other clients only) and across pairs, the pairs
+    whose clients share their largest branch with more than ``concentrated`` of α's weight on it
+    everywhere, how many distinct branches the pairs' mean α puts first, and the mean largest α_b."""
+    unit = a / np.linalg.norm(a, axis=1, keepdims=True)
+    cos = unit @ unit.T
+    same = pid[:, None] == pid[None, :]
+    off_diag = ~np.eye(len(pid), dtype=bool)
+    dominant = a.argmax(1)
+    groups = np.unique(pid)
+    agree = [len(set(dominant[pid == p])) == 1 and a[pid == p].max(1).min() > concentrated for p in groups]
+    return {
+        "within": cos[same & off_diag].mean(),
+        "across": cos[~same].mean(),
+        "pairs on one branch": int(np.sum(agree)),
+        "distinct branches": len({int(a[pid == p].mean(0).argmax()) for p in groups}),
+        "mean max α": a.max(1).mean(),
+    }
+
+
+def per_seed(series: pd.Series, label: str, seeds) -> pd.Series:
+    """One variant's values (``series`` indexed by variant and seed) over ``seeds``, in that order."""
+    return series.xs(label, level="variant").reindex(seeds)
+
+
+def collaboration(a, n, weighted: bool) -> np.ndarray:
+    """The weight C_ij that client i's model gives client j's upload after one aggregation, from
+    the clients' α (clients × branches) and training-set sizes ``n``: with α-weighted averaging
+    (eq. 5) C_ij = n_j Σ_b α^i_b α^j_b / Σ_k n_k α^k_b; without (eq. 6) n_j / Σ_k n_k for every i."""
+    if not weighted:
+        return np.tile(n / n.sum(), (len(n), 1))
+    usage = (n[:, None] * a).sum(0)  # Σ_k n_k α^k_b
+    return (a / usage) @ (n[:, None] * a).T
+
+
+def alpha_data_rho(alphas, counts) -> float:
+    """Whether clients with similar label mixes get similar α: over the pairs of clients, the rank
+    correlation (Spearman) between the cosine similarity of their α (every layer's, flattened) and
+    that of their class counts."""
+    al = np.asarray(alphas)
+    al = al.reshape(len(al), -1)
+    mix = np.asarray(counts, dtype=float)
+    upper = np.triu_indices(len(al), 1)
+    cos = [(u / np.linalg.norm(u, axis=1, keepdims=True)) @ (u / np.linalg.norm(u, axis=1, keepdims=True)).T
+           for u in (al, mix)]  # fmt: skip
+    return spearmanr(cos[0][upper], cos[1][upper]).statistic
+
+
+def alpha_follows_data(result, a: str, cfg: RunConfig) -> pd.Series:
+    """Per seed of pFedMB's arm ``a`` (its config ``cfg``): :func:`alpha_data_rho` of the clients'
+    α after the last round (:func:`table2_probe`'s record) against the class counts of their
+    training data in the partition that seed draws."""
+    out = {}
+    for s in [s for s in result.seeds if (a, s) in result.records]:
+        probe = result.probes(a, s)
+        fed = Federation.from_config(dataclasses.replace(cfg, seed=s))
+        out[s] = alpha_data_rho(probe[max(probe)], fed.partition.class_counts(fed.ds.y_train.cpu().numpy()))
+    return pd.Series(out)
+
+
+def final_alphas(result, a: str, seeds) -> list:
+    """The probe's record of arm ``a`` after its last probed round, for every seed in ``seeds``."""
+    return [max(result.probes(a, s).items())[1] for s in seeds]
+
+
+def kept_share(client_alphas, tau: float, layer_size) -> float:
+    """The share of pFedMB's branch bytes a client would still exchange if it dropped every branch
+    whose α is below ``tau``, averaged over the clients; ``client_alphas``: per client, α as
+    layers × branches, or one row shared by all layers; ``layer_size``: one branch's parameters in
+    each layer."""
+    layer_size = np.asarray(layer_size)
+    shares = []
+    for a in client_alphas:
+        a = np.asarray(a)
+        rows = a if len(a) == len(layer_size) else np.repeat(a, len(layer_size), axis=0)  # shared α: one row
+        shares.append(((rows >= tau) * layer_size[:, None]).sum() / (rows.shape[1] * layer_size.sum()))
+    return float(np.mean(shares))
+
+
+def seed_table(finals: pd.DataFrame, metric: str, settings, *, others, chosen_b: dict) -> pd.DataFrame:
+    """(setting, seed) × method: ``metric`` of Table II's rows ``others`` and of pFedMB at the B
+    chosen in each setting (``chosen_b``), from a sweep's finals, on the seeds every row ran."""
+    f = finals.assign(setting=finals.arm.str.split(" · ").str[0], label=finals.arm.str.split(" · ").str[1])
+    out = {}
+    for name in settings:
+        g = f[f.setting == name].pivot(index="seed", columns="label", values=metric)
+        out[name] = g[others].assign(**{PFEDMB: g[mb_label(chosen_b[name])]}).dropna()
+    return pd.concat(out, names=["setting", "seed"])
+
+
+def worst_gap(finals: pd.DataFrame, metric: str, settings, *, others, chosen_b: dict) -> pd.DataFrame:
+    """Seed × method: how far each method falls behind the best method of its setting, at worst over
+    ``settings`` (points of ``metric``; :func:`seed_table`'s rows)."""
+    acc = seed_table(finals, metric, settings, others=others, chosen_b=chosen_b)
+    return acc.rsub(acc.max(axis=1), axis=0).groupby("seed").max()
+
+
+def pair_diffs(res, *, eq5: str, eq6: str, alt: str) -> dict[str, pd.Series]:
+    """The per-seed differences of the accuracy claims of Table I and Figure 4 (what their seed
+    plan sizes): pFedMB (``eq5``) against FedAvg and Local, eq. 5 against eq. 6 (``eq6``) at the end
+    and in mean accuracy over the rounds, pFedMB against FedAvg over the rounds, and eq. 5 against
+    eq. 6 at the other initial scale (the arms named with the suffix ``alt``)."""
+    auc = res.history().groupby(["arm", "seed"])["mean_acc"].mean()  # mean accuracy over the rounds
+    return {
+        "pFedMB − FedAvg": res.paired(eq5, "FedAvg"),
+        "pFedMB − Local": res.paired(eq5, "Local"),
+        "eq. 5 − eq. 6": res.paired(eq5, eq6),
+        "eq. 5 − eq. 6, over the rounds": (auc[eq5] - auc[eq6]).dropna(),
+        "pFedMB − FedAvg, over the rounds": (auc[eq5] - auc["FedAvg"]).dropna(),
+        "eq. 5 − eq. 6" + alt: res.paired(eq5 + alt, eq6 + alt),
+    }
+
+
+def t2_diffs(res, claims: dict) -> dict[str, pd.Series]:
+    """Per claim of Table II and Figure 5, its paired differences over the seeds every arm of the
+    claim ran; ``claims``: name -> (list of (sign, a, b) whose differences a − b add up to the
+    claim's, margin)."""
+    out = {}
+    for name, (terms, _) in claims.items():
+        parts = [sign * res.paired(a, b) for sign, a, b in terms]
+        out[name] = sum(parts[1:], parts[0]).dropna()
+    return out
+
+
+# ----------------------------------------------------------------------------- tables, claims, words
+
+
+def pilot_summary(tables: dict) -> pd.DataFrame:
+    """One row per (setting, pilot arm) of the pilots' tables (setting -> table): every grid value
+    with its validation accuracy, the value chosen and whether it sits at the grid's edge."""
+    rows = []
+    for name, t in tables.items():
+        t = t.reset_index()
+        for method, g in t.groupby("method", sort=False):
+            pick_row = g[g.chosen == "yes"].iloc[0]
+            rows.append(
+                {
+                    "setting": name,
+                    "pilot arm": method,
+                    "validation accuracy (%) per value": " | ".join(
+                        f"{r.setting}: {r.val_mean_acc}" for r in g.itertuples()
+                    ),
+                    "chosen": pick_row.setting,
+                    "at the grid's edge": pick_row["at the grid's edge"],
+                }
+            )
+    return pd.DataFrame(rows).set_index(["setting", "pilot arm"])
+
+
+def chosen_text(chosen: dict) -> str:
+    """The values a pilot chose (label -> config), in words: every method's learning rate, pFedMB's
+    η_W, η_α, momentum on α and initial scale, FedAMP's σ."""
+    mb = chosen[PFEDMB]
+    mom = mb.options["alpha_momentum"]
+    parts = [f"{k} lr = {c.lr:g}" for k, c in chosen.items() if k != PFEDMB]
+    parts.append(
+        f"{PFEDMB}: η_W = {mb.lr:g}, η_α = {mb.options['alpha_lr']:g} "
+        f"{'with momentum ' + format(mb.momentum if mom < 0 else mom, 'g') if mom != 0 else 'without momentum'} on α, "
+        f"branches {'× √B' if mb.options['scale_init'] else 'as drawn'}"
+    )
+    if "FedAMP" in chosen:
+        parts.append(f"FedAMP σ = {chosen['FedAMP'].options['sigma']:g}")
+    return "; ".join(parts)
+
+
+def derived_claim(text, diffs, res, arms, paper="", unit="points", margin=None, **row) -> dict:
+    """A claims-table row for a per-seed difference that a sweep's tables have no column for (α
+    similarity, accuracy over the rounds, gaps across settings): the book's rule on those paired
+    differences, its budget flag from ``arms`` of ``res``, with the "no difference" resolution of a
+    directional claim in points (``row``: :func:`~pflkit.verdicts.claim_row`'s options)."""
+    resolution = RESOLUTION if unit == "points" and margin is None else None
+    v = verdict(list(diffs), margin=margin, budget=res.budget(*arms), unit=unit, resolution=resolution)
+    return claim_row(text, v, paper, digits=2, **row)
+
+
+def paper_diff(table, a: str, b: str) -> str:
+    """The paper's difference a − b with both values, from ``table`` (method -> value); empty when
+    the table lacks either."""
+    return f"{table[a] - table[b]:+.2f} ({table[a]:.2f} vs {table[b]:.2f})" if a in table and b in table else ""
+
+
+def amp_state(v, *, self_local: float, self_average: float, peak_flat: float) -> str:
+    """FedAMP's last round in words (a description, not a verdict), from ``v`` (its mean
+    self-weight ``self``, how peaked ξ is over the others ``peak``, the median squared distance
+    ``d2`` and the chosen ``σ (chosen)``): close to Local training above ``self_local``, close to a
+    plain average below ``self_average`` with ξ over the others below ``peak_flat`` × uniform."""
+    xi = f"mean self-weight ξ_ii {v['self']:.2f} at the last round (over clients and seeds)"
+    if v["self"] > self_local:
+        return f"{xi}, above {self_local:g}: close to Local training with a proximal term"
+    if v["self"] < self_average and (v["peak"] != v["peak"] or v["peak"] < peak_flat):
+        return (
+            f"{xi}, below {self_average:g}, and ξ over the others {v['peak']:.2f} × uniform at its peak "
+            f"(below {peak_flat:g}): each cloud model is close to the plain average of the others"
+        )
+    return (
+        f"{xi}, between {self_average:g} and {self_local:g}; ξ over the others peaks at {v['peak']:.2f} × "
+        f"uniform; median squared distance {v['d2']:.2g} against σ = {v['σ (chosen)']:g}"
+    )
+
+
+def diverged_note(result, a: str, notes: dict) -> str:
+    """The seeds on which arm ``a``'s run diverged (a verdict leaves them out) and its learning rate
+    there, and whether it had fallen back from the pilot's choice (``notes``: arm -> the fallback's
+    note); empty when no run diverged."""
+    lost = result.values(a, "diverged").astype(bool)
+    if not lost.any():
+        return ""
+    return (f"{a.split(' · ')[1]} diverged on seed(s) {', '.join(str(s) for s in lost[lost].index)} (its training loss "
+            f"left the kit's bound) at lr {result[a, lost[lost].index[0]]['config']['lr']:g}"
+            + (f", after falling back from the pilot's choice ({notes[a].split(':')[0]})" if a in notes else ""))  # fmt: skip

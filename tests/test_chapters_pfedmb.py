@@ -1,0 +1,251 @@
+"""The pFedMB chapter's probes and measurements (pflkit.chapters.pfedmb)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pflkit.chapters.pfedmb import (
+    PFEDMB,
+    alpha_data_rho,
+    alpha_follows_data,
+    amp_probe,
+    amp_state,
+    arm,
+    chosen_text,
+    collaboration,
+    derived_claim,
+    diverged_note,
+    eval_every,
+    final_alphas,
+    kept_share,
+    main_run,
+    mb_label,
+    pair_alpha,
+    pair_diffs,
+    pair_scores,
+    paper_diff,
+    per_seed,
+    pilot_summary,
+    seed_table,
+    setting_arms,
+    setting_base,
+    t2_diffs,
+    table2_probe,
+    worst_gap,
+)
+from pflkit.engine import Federation, run
+from pflkit.methods import display_name
+from tests.conftest import tiny_config
+
+
+class Result:
+    """The parts of a SweepResult the functions read: per-arm values by seed, probes, records."""
+
+    def __init__(self, values=None, probes=None, records=None, history=None):
+        self._values, self._probes, self._history = values or {}, probes or {}, history
+        self.records = records or dict.fromkeys(self._probes)
+        self.seeds = sorted({s for _, s in self.records})
+
+    def values(self, a, metric="mean_acc"):
+        return pd.Series(self._values[a, metric])
+
+    def paired(self, a, b):
+        va, vb = self.values(a), self.values(b)
+        common = va.index.intersection(vb.index)
+        return (va[common] - vb[common]).sort_index()
+
+    def probes(self, a, s):
+        return self._probes[a, s]
+
+    def history(self):
+        return self._history
+
+    def budget(self, *arms):
+        return False
+
+    def __getitem__(self, pair):
+        return self.records[pair]
+
+
+def test_eval_every_evaluates_the_start_of_the_last_fifth_and_main_run_sets_the_budget():
+    assert eval_every(40) == 32 and eval_every(5) == 4 and eval_every(1) == 1
+    cfg = main_run(tiny_config(), 40)
+    assert (cfg.rounds, cfg.eval_every) == (40, 32)
+    assert main_run(tiny_config(), 40, 1).eval_every == 1
+
+
+def test_setting_arms_turn_visits_into_rounds_and_keep_the_picks():
+    setting = dict(partition="dirichlet", clients=10, sample_rate=0.2, alpha=0.4)
+    base = setting_base(setting, 2, dict(dataset="digits", model="mlp", lr=0.05))
+    assert (base.rounds, base.eval_every, base.sample_rate, base.clients) == (10, 8, 0.2, 10)
+    picks = {PFEDMB: tiny_config(method="pfedmb", lr=0.1, options={"branches": 5, "alpha_lr": 1.0}),
+             display_name("fedamp"): tiny_config(method="fedamp"), display_name("fedavg"): tiny_config(method="fedavg")}  # fmt: skip
+    arms = setting_arms("S", setting, picks, [2, 5], ["fedamp", "fedavg"], 2, amp_evals=10, ifca_evals=10)
+    assert list(arms) == [arm("S", mb_label(5)), arm("S", mb_label(2)), arm("S", "FedAMP"), arm("S", "FedAvg")]
+    assert arm("S", mb_label(2)) == "S · pFedMB B=2"
+    mb2 = arms[arm("S", mb_label(2))]
+    assert mb2.options == {"branches": 2, "alpha_lr": 1.0} and mb2.lr == 0.1  # the pick, at B = 2
+    assert all(c.rounds == 10 and c.partition == "dirichlet" and c.sample_rate == 0.2 for c in arms.values())
+    assert arms["S · FedAMP"].eval_every == 1 and arms["S · FedAvg"].eval_every == 8  # FedAMP: 10 evaluations
+
+
+def test_pair_scores_separate_pairs_on_their_own_branches():
+    a = np.array([[0.9, 0.1, 0.0], [0.8, 0.2, 0.0], [0.0, 0.1, 0.9], [0.1, 0.0, 0.9]])
+    s = pair_scores(a, np.array([0, 0, 1, 1]), concentrated=0.5)
+    assert s["within"] > 0.9 > 0.2 > s["across"]
+    assert (s["pairs on one branch"], s["distinct branches"]) == (2, 2)
+    assert s["mean max α"] == pytest.approx(0.875)
+    assert pair_scores(a, np.array([0, 0, 1, 1]), concentrated=0.85)["pairs on one branch"] == 1  # 0.8 < 0.85
+    same = pair_scores(np.full((4, 3), 1 / 3), np.array([0, 0, 1, 1]), concentrated=0.5)
+    assert same["within"] == pytest.approx(1) and same["across"] == pytest.approx(1) and same["distinct branches"] == 1
+    last = pd.Series([0.5, 0.1, 0.2], index=pd.MultiIndex.from_tuples([("eq5", 1), ("eq5", 0), ("eq6", 0)],
+                                                                       names=["variant", "seed"]))  # fmt: skip
+    assert per_seed(last, "eq5", [0, 1, 2]).tolist()[:2] == [0.1, 0.5] and np.isnan(per_seed(last, "eq5", [0, 1, 2])[2])
+
+
+def test_collaboration_rows_are_convex_and_follow_the_branches():
+    n = np.array([10.0, 30.0, 20.0, 40.0])
+    a = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])  # two pairs on two branches
+    c = collaboration(a, n, True)
+    assert np.allclose(c.sum(1), 1)
+    assert np.allclose(c[:2, :2], [[0.25, 0.75], [0.25, 0.75]]) and np.allclose(c[:2, 2:], 0)  # own pair, by n
+    assert np.allclose(collaboration(a, n, False), np.tile(n / n.sum(), (4, 1)))  # eq. 6: everybody by n
+    mixed = collaboration(np.array([[0.6, 0.4], [0.3, 0.7], [0.5, 0.5], [0.9, 0.1]]), n, True)
+    assert np.allclose(mixed.sum(1), 1) and (mixed > 0).all()
+
+
+def test_alpha_follows_data_is_one_when_alpha_mirrors_the_label_mix():
+    cfg = tiny_config(partition="pathological", classes_per_client=3, clients=6)
+    counts = {}
+    for s in (0, 1):
+        fed = Federation.from_config(dataclasses.replace(cfg, seed=s))
+        counts[s] = fed.partition.class_counts(fed.ds.y_train.cpu().numpy())
+    # α as clients × 1 layer × classes, equal to the class counts up to scale: the same cosines
+    probes = {("A", s): {1: None, 3: (2 * c[:, None, :]).tolist()} for s, c in counts.items()}
+    rho = alpha_follows_data(Result(probes=probes), "A", cfg)
+    assert list(rho.index) == [0, 1] and np.allclose(rho, 1)
+    assert alpha_data_rho(counts[0], counts[0]) == pytest.approx(1)
+    mix = [[1, 0], [1, 0.1], [0, 1]]  # client pairs (0, 1), (0, 2), (1, 2) rank 3, 1, 2 by cosine
+    assert alpha_data_rho([[[0, 1]], [[1, 0.1]], [[1, 0]]], mix) == pytest.approx(0.5)  # α's rank 2, 1, 3
+    assert final_alphas(Result(probes=probes), "A", [1, 0]) == [probes["A", 1][3], probes["A", 0][3]]
+
+
+def test_kept_share_counts_the_branch_bytes_above_the_threshold():
+    sizes = [1, 3]  # one branch's parameters in each of two layers
+    per_layer = [[[0.6, 0.4], [0.1, 0.9]]]  # one client: layers × branches
+    assert kept_share(per_layer, 0.0, sizes) == 1.0
+    assert kept_share(per_layer, 0.95, sizes) == 0.0
+    assert kept_share(per_layer, 0.5, sizes) == pytest.approx((1 + 3) / 8)
+    assert kept_share(per_layer, 0.3, sizes) == pytest.approx((2 + 3) / 8)
+    assert kept_share([[[0.6, 0.4]]], 0.5, sizes) == pytest.approx(0.5)  # one α row shared by the layers
+    assert kept_share([[[0.6, 0.4]], [[0.2, 0.8]]], 0.7, sizes) == pytest.approx(0.25)  # mean over clients
+
+
+def test_seed_table_and_worst_gap_use_the_chosen_b():
+    rows = []
+    for setting, accs in (("S1", {"FedAvg": 80, "Local": 70, mb_label(2): 60, mb_label(5): 82}),
+                          ("S2", {"FedAvg": 75, "Local": 79, mb_label(2): 78, mb_label(5): 50})):  # fmt: skip
+        for label, acc in accs.items():
+            rows += [{"arm": arm(setting, label), "seed": s, "mean_acc": acc + s} for s in (0, 1)]
+    finals = pd.DataFrame(rows)
+    chosen = {"S1": 5, "S2": 2}
+    t = seed_table(finals, "mean_acc", ["S1", "S2"], others=["FedAvg", "Local"], chosen_b=chosen)
+    assert list(t.columns) == ["FedAvg", "Local", PFEDMB] and t.loc[("S2", 1), PFEDMB] == 79
+    gap = worst_gap(finals, "mean_acc", ["S1", "S2"], others=["FedAvg", "Local"], chosen_b=chosen)
+    assert gap.loc[0].to_dict() == {"FedAvg": 4, "Local": 12, PFEDMB: 1}  # worst of S1's and S2's gaps
+    assert (gap.loc[0] == gap.loc[1]).all()  # the same shift on every arm
+
+
+def test_pair_diffs_and_t2_diffs_are_paired_differences():
+    v = {("E5", "mean_acc"): {0: 80.0, 1: 82.0, 2: 81.0}, ("E6", "mean_acc"): {0: 79.0, 1: 80.0},
+         ("FedAvg", "mean_acc"): {0: 70.0, 1: 71.0, 2: 72.0}, ("Local", "mean_acc"): {0: 75.0, 1: 75.0, 2: 75.0},
+         ("E5 alt", "mean_acc"): {0: 50.0}, ("E6 alt", "mean_acc"): {0: 52.0}}  # fmt: skip
+    hist = pd.DataFrame([{"arm": a, "seed": s, "round": r, "mean_acc": acc + r}
+                         for a, acc in (("E5", 60.0), ("E6", 55.0), ("FedAvg", 50.0)) for s in (0, 1) for r in (1, 2)])  # fmt: skip
+    d = pair_diffs(Result(values=v, history=hist), eq5="E5", eq6="E6", alt=" alt")
+    assert d["pFedMB − FedAvg"].tolist() == [10.0, 11.0, 9.0] and d["eq. 5 − eq. 6"].tolist() == [1.0, 2.0]
+    assert d["eq. 5 − eq. 6, over the rounds"].tolist() == [5.0, 5.0]
+    assert d["pFedMB − FedAvg, over the rounds"].tolist() == [10.0, 10.0]
+    assert d["eq. 5 − eq. 6 alt"].tolist() == [-2.0] and d["pFedMB − Local"].tolist() == [5.0, 7.0, 6.0]
+    claims = {"one": ([(1, "E5", "FedAvg")], None), "behind": ([(1, "E5", "FedAvg"), (-1, "E5", "Local")], 1.0)}
+    t2 = t2_diffs(Result(values=v), claims)
+    assert t2["one"].tolist() == [10.0, 11.0, 9.0]
+    assert t2["behind"].tolist() == [5.0, 4.0, 3.0]  # (E5 − FedAvg) − (E5 − Local) = Local − FedAvg
+    assert t2_diffs(Result(values=v), {"same": ([(1, "E5", "E5")], None)})["same"].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_pilot_summary_and_chosen_text():
+    t = pd.DataFrame({"method": ["FedAvg", "FedAvg", "pFedMB, α"], "setting": ["lr=0.01", "lr=0.1", "alpha_lr=1"],
+                      "val_mean_acc": [70.0, 75.0, 80.0], "chosen": ["", "yes", "yes"],
+                      "at the grid's edge": ["", "yes", ""]}).set_index(["method", "setting"])  # fmt: skip
+    s = pilot_summary({"pairs": t})
+    assert list(s.index) == [("pairs", "FedAvg"), ("pairs", "pFedMB, α")]
+    assert (
+        s.loc[("pairs", "FedAvg"), "chosen"] == "lr=0.1" and s.loc[("pairs", "FedAvg"), "at the grid's edge"] == "yes"
+    )
+    assert s.loc[("pairs", "FedAvg"), "validation accuracy (%) per value"] == "lr=0.01: 70.0 | lr=0.1: 75.0"
+    mb = tiny_config(method="pfedmb", lr=0.03, momentum=0.9,
+                     options={"alpha_lr": 1.0, "alpha_momentum": -1.0, "scale_init": True})  # fmt: skip
+    chosen = {"FedAvg": tiny_config(method="fedavg", lr=0.1), PFEDMB: mb,
+              "FedAMP": tiny_config(method="fedamp", lr=0.01, options={"sigma": 10.0})}  # fmt: skip
+    text = chosen_text(chosen)
+    assert text == ("FedAvg lr = 0.1; FedAMP lr = 0.01; pFedMB: η_W = 0.03, η_α = 1 with momentum 0.9 on α, "
+                    "branches × √B; FedAMP σ = 10")  # fmt: skip
+    flat = {PFEDMB: dataclasses.replace(mb, options={**mb.options, "alpha_momentum": 0.0, "scale_init": False})}
+    assert chosen_text(flat) == "pFedMB: η_W = 0.03, η_α = 1 without momentum on α, branches as drawn"
+
+
+def test_derived_claim_paper_diff_and_the_notes():
+    row = derived_claim("a beats b", [2.0, 2.5, 3.0, 2.2], Result(), ["a", "b"], paper="+1")
+    assert row["verdict"] == "reproduces" and row["_v"].n == 4 and row["paper"] == "+1"
+    assert derived_claim("a beats b", [0.1, -0.1, 0.05], Result(), ["a"])["verdict"] == "no difference"  # ± 1 point
+    assert derived_claim("a beats b", [0.1, -0.1, 0.05], Result(), ["a"], unit="ρ")["verdict"] == "inconclusive"
+    assert paper_diff({"a": 80.0, "b": 78.5}, "a", "b") == "+1.50 (80.00 vs 78.50)"
+    assert paper_diff({"a": 80.0}, "a", "b") == ""
+    kw = dict(self_local=0.9, self_average=0.1, peak_flat=1.5)
+    v = {"self": 0.95, "peak": 1.2, "d2": 3.0, "σ (chosen)": 1.0}
+    assert "close to Local training" in amp_state(v, **kw)
+    assert "plain average" in amp_state({**v, "self": 0.05}, **kw)
+    assert "plain average" in amp_state({**v, "self": 0.05, "peak": float("nan")}, **kw)
+    middle = amp_state({**v, "self": 0.5}, **kw)
+    assert "between 0.1 and 0.9" in middle and "σ = 1" in middle
+    res = Result(values={("S · pFedMB B=20", "diverged"): {0: False, 1: True, 2: True},
+                         ("S · FedAvg", "diverged"): {0: False}},
+                 records={("S · pFedMB B=20", 1): {"config": {"lr": 0.03}}})  # fmt: skip
+    assert diverged_note(res, "S · FedAvg", {}) == ""
+    note = diverged_note(res, "S · pFedMB B=20", {"S · pFedMB B=20": "lr 0.1 -> 0.03: diverged"})
+    assert note.startswith("pFedMB B=20 diverged on seed(s) 1, 2") and "at lr 0.03" in note
+    assert note.endswith("(lr 0.1 -> 0.03)")
+
+
+def test_probes_record_alpha_xi_and_clusters_in_their_methods():
+    seen = {}
+    for method, opts in (("pfedmb", {"branches": 3, "shared_alpha": True}), ("pfedmb", {"branches": 2}),
+                         ("fedamp", {"sigma": 1.0}), ("ifca", {"clusters": 2}), ("fedavg", {})):  # fmt: skip
+        cfg = tiny_config(method=method, rounds=2, options=opts)
+        key = (method, opts.get("shared_alpha", False))
+        amp = amp_probe if method == "fedamp" else lambda *a: None  # FedAMP's arms only: its server's record
+        run(cfg, Federation.from_config(cfg), on_round=lambda r, row, s, cl, k=key, amp=amp: seen.update(
+            {(k, r): (pair_alpha(r, row, s, cl), table2_probe(r, row, s, cl), amp(r, row, s, cl))}))  # fmt: skip
+    shared, per_layer = ("pfedmb", True), ("pfedmb", False)
+    a = np.array(seen[shared, 1][0])
+    assert a.shape == (4, 3) and np.allclose(a.sum(1), 1)  # every client's shared α after round 1
+    assert seen[per_layer, 1][0] is None  # per-layer α: not Figure 3's
+    assert seen[per_layer, 1][1] is None  # α after the last round only
+    al = np.array(seen[per_layer, 2][1])
+    assert al.ndim == 3 and al.shape[0] == 4 and al.shape[2] == 2 and np.allclose(al.sum(-1), 1)
+    amp1, amp2 = seen[("fedamp", False), 1][2], seen[("fedamp", False), 2][2]
+    assert seen[("fedamp", False), 1][1] == amp1  # before the last round: table2_probe's record
+    assert 0 <= amp1["self_min"] <= amp1["self"] <= amp1["self_max"] <= 1 and amp1["d2"] >= 0
+    assert "self_trace" not in amp1 and "self_trace" not in seen[("fedamp", False), 2][1]
+    assert len(amp2["self_trace"]) == 2 and all(lo <= m <= hi for lo, m, hi in amp2["self_trace"])
+    assert seen[("ifca", False), 1][1]["models"] == 2  # every evaluated round
+    ifca = seen[("ifca", False), 2][1]
+    assert ifca["models"] == 2 and len(ifca["clusters"]) == 4 and set(ifca["clusters"]) <= {0, 1}
+    assert seen[("fedavg", False), 2] == (None, None, None)
+    assert pair_alpha.__qualname__ == "pair_alpha" and table2_probe.__qualname__ == "table2_probe"
+    assert amp_probe.__qualname__ == "amp_probe"  # the stored runs' probe names
