@@ -71,9 +71,8 @@ def findings(rows: list[dict], bullets: int = 5) -> str:
     heads = [r for r in rows if r.get("headline")]
     mechs = [r for r in rows if r.get("kind") == "mechanism"]
     out = []
-    if mechs:
-        out.append("* **Does the mechanism act?** " + "; ".join(  # the numbers: in the folded list below
-            f"{r['claim'].split(': ', 1)[-1]}: **{r['verdict']}**" for r in mechs) + ".")  # fmt: skip
+    if mechs:  # the numbers: in the folded list below
+        out.append("* **Does the mechanism act?** " + "; ".join(_mechanism_words(mechs)) + ".")
     room = bullets - len(out)
     shown = heads if len(heads) <= room else heads[: room - 1]
     out += [f"* {r['claim']}: {ours(r)}." for r in shown]
@@ -95,6 +94,39 @@ def findings(rows: list[dict], bullets: int = 5) -> str:
         notes = [f"* {r['claim']}: {ours(r)}" + (f" ({r['notes']})" if r.get("notes") else "") + "." for r in lead]
         out += ["", ":::{dropdown} Every lead claim, with its notes", *notes, ":::"]
     return "\n".join(out)
+
+
+def _mechanism_words(mechs: list[dict]) -> list[str]:
+    """What each mechanism check tests, with its word: a check made in several settings (the same text
+    after the setting's "Table 1, Non-IID_1: mechanism: " prefix) once, its words by setting."""
+    checks: dict[str, list[tuple[str, str]]] = {}
+    for r in mechs:
+        where, _, what = r["claim"].rpartition(": ") if ": " in r["claim"] else ("", "", r["claim"])
+        where, _, _ = where.partition(": mechanism")  # "Table 1, Non-IID_1: mechanism" -> "Table 1, Non-IID_1"
+        checks.setdefault(what, []).append((where, r["verdict"]))
+    out = []
+    for what, found in checks.items():
+        if len(found) == 1:
+            out.append(f"{what}: **{found[0][1]}**")
+            continue
+        by_word: dict[str, list[str]] = {}
+        for where, word in found:
+            by_word.setdefault(word, []).append(where)
+        out.append(f"{what}: " + ", ".join(f"**{w}** ({_settings(ws)})" for w, ws in by_word.items()))
+    return out
+
+
+def _settings(names: list[str]) -> str:
+    """Settings named once each: ["Table 1, A", "Table 1, B", "Table 2"] -> "Table 1, A and B; Table 2"."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        head, sep, tail = name.partition(", ")
+        groups.setdefault(head, []).append(tail if sep else "")
+    parts = []
+    for head, tails in groups.items():
+        rest = [t for t in tails if t]
+        parts += [head] * (len(rest) < len(tails)) + [f"{head}, {' and '.join(rest)}"] * bool(rest)
+    return "; ".join(parts)
 
 
 class Plain(str):

@@ -221,3 +221,21 @@ def test_the_claims_plot_draws_each_claim_in_points_and_the_paper_s_number():
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["A beats B"]
     assert claims_plot(rows[1:]) is None
+
+
+def test_findings_name_a_check_made_in_several_settings_once():
+    from pflkit.pages import findings
+
+    def mech(where, values):
+        return mechanism(f"{where}: mechanism: c moves", verdict(values, resolution=1.0), control="uniform c")
+
+    rows = [mech("Table 1, A", [5.0, 6.0, 7.0]), mech("Table 1, B", [5.0, 6.0, 7.0]), mech("Table 2", [1.0, -1.0, 2.0])]
+    bullet = findings(rows).splitlines()[0]
+    assert (
+        bullet
+        == "* **Does the mechanism act?** c moves: **reproduces** (Table 1, A and B), **inconclusive** (Table 2)."
+    )
+    rows.append(mech("Table 2, C", [5.0, 6.0, 7.0]))
+    assert "**reproduces** (Table 1, A and B; Table 2, C)" in findings(rows)
+    one = findings([mechanism("Mechanism (x): weights differ", verdict([5.0, 6.0, 7.0]), control="y")])
+    assert one.splitlines()[0] == "* **Does the mechanism act?** weights differ: **reproduces**."
