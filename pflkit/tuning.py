@@ -18,7 +18,7 @@ from .errors import PflkitError
 from .methods import get_method
 from .store import Store, canonical
 from .sweeps import SweepResult, sweep
-from .verdicts import fmt_interval
+from .verdicts import fmt_interval, seeds_text
 
 # ----------------------------------------------------------------------------- tuning on validation
 
@@ -249,7 +249,7 @@ def sweep_stable(
         value = getattr(arms[first], axis)
         below = [getattr(c, axis) for c in tuning.ranked(label) if getattr(c, axis) < value]
         who = "" if group == [name] else f"{', '.join(a for a in group if lost[a].any())} of its group "
-        where = f"{axis} {value:g} diverged {who}on seed(s) {', '.join(str(s) for s in gone)}"
+        where = f"{axis} {value:g} diverged {who}on {seeds_text(gone)}"
         if not below:
             notes[name] = f"{where}; the pilot has no smaller value to fall back to"
             continue

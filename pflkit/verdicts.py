@@ -47,6 +47,15 @@ MEANINGS = {  # each word in one line, for a page that lists them (the verdict r
 # ----------------------------------------------------------------------------- the verdict rule
 
 
+def seeds_text(seeds) -> str:
+    """Seeds as the prose says them: "seed 4", "seeds 0, 1 and 4"; a list of ``None`` gives a count ("1 seed",
+    "3 seeds")."""
+    names = [str(s) for s in seeds]
+    if names and names[0] == "None":
+        return f"{len(names)} seed{'s' * (len(names) != 1)}"
+    return f"seed {names[0]}" if len(names) == 1 else "seeds " + ", ".join(names[:-1]) + " and " + names[-1]
+
+
 @dataclass
 class Verdict:
     word: str  # one of WORDS
@@ -64,7 +73,7 @@ class Verdict:
 
     def __str__(self) -> str:
         if self.n < MIN_SEEDS:
-            what = f"{self.mean:+.1f} {self.unit} on {self.n} seed(s)" if self.n else "no paired runs"
+            what = f"{self.mean:+.1f} {self.unit} on {seeds_text([None] * self.n)}" if self.n else "no paired runs"
             return f"not tested ({what}; a verdict needs {MIN_SEEDS} seeds)"
         text = f"{self.word} ({self.mean:+.1f} {self.unit}, 95 % CI [{self.lo:+.1f}, {self.hi:+.1f}], {self.n} seeds"
         text += f", margin ±{self.margin:g})" if self.margin is not None else ")"

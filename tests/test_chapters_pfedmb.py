@@ -218,7 +218,7 @@ def test_derived_claim_paper_diff_and_the_notes():
                  records={("S · pFedMB B=20", 1): {"config": {"lr": 0.03}}})  # fmt: skip
     assert diverged_note(res, "S · FedAvg", {}) == ""
     note = diverged_note(res, "S · pFedMB B=20", {"S · pFedMB B=20": "lr 0.1 -> 0.03: diverged"})
-    assert note.startswith("pFedMB B=20 diverged on seed(s) 1, 2") and "at lr 0.03" in note
+    assert note.startswith("pFedMB B=20 diverged on seeds 1 and 2") and "at lr 0.03" in note
     assert note.endswith("(lr 0.1 -> 0.03)")
 
 

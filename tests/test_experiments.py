@@ -332,7 +332,7 @@ def test_an_arm_that_diverges_falls_back_to_its_pilots_best_smaller_value(tmp_pa
                                  workers=1, progress=False)  # fmt: skip
     assert {res["FedAvg", s]["config"]["lr"] for s in (0, 1)} == {best_stable}  # every seed at the fallback
     assert not res.values("FedAvg", "diverged").any() and list(notes) == ["FedAvg"]
-    assert "lr 1e+12 diverged on seed(s) 0, 1" in notes["FedAvg"]
+    assert "lr 1e+12 diverged on seeds 0 and 1" in notes["FedAvg"]
     plain = ex.sweep({"Local": arms["Local"]}, [0, 1], tmp_path, workers=1, progress=False)
     assert res["Local", 0] == plain["Local", 0]  # an arm that held is untouched
     per_arm, _ = ex.sweep_stable(

@@ -239,3 +239,10 @@ def test_findings_name_a_check_made_in_several_settings_once():
     assert "**reproduces** (Table 1, A and B; Table 2, C)" in findings(rows)
     one = findings([mechanism("Mechanism (x): weights differ", verdict([5.0, 6.0, 7.0]), control="y")])
     assert one.splitlines()[0] == "* **Does the mechanism act?** weights differ: **reproduces**."
+
+
+def test_seeds_text_says_seeds_as_prose():
+    from pflkit.verdicts import seeds_text
+
+    assert seeds_text([4]) == "seed 4" and seeds_text([0, 1, 4]) == "seeds 0, 1 and 4"
+    assert seeds_text([None]) == "1 seed" and seeds_text([None] * 3) == "3 seeds"

@@ -14,7 +14,7 @@ from scipy.stats import spearmanr
 
 from ..engine import Federation, RunConfig
 from ..methods import display_name
-from ..verdicts import RESOLUTION, claim_row, verdict
+from ..verdicts import RESOLUTION, claim_row, seeds_text, verdict
 
 PFEDMB = display_name("pfedmb")
 
@@ -338,6 +338,6 @@ def diverged_note(result, a: str, notes: dict) -> str:
     lost = result.values(a, "diverged").astype(bool)
     if not lost.any():
         return ""
-    return (f"{a.split(' · ')[1]} diverged on seed(s) {', '.join(str(s) for s in lost[lost].index)} (its training loss "
+    return (f"{a.split(' · ')[1]} diverged on {seeds_text(list(lost[lost].index))} (its training loss "
             f"left the kit's bound) at lr {result[a, lost[lost].index[0]]['config']['lr']:g}"
             + (f", after falling back from the pilot's choice ({notes[a].split(':')[0]})" if a in notes else ""))  # fmt: skip
