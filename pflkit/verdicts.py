@@ -48,11 +48,11 @@ MEANINGS = {  # each word in one line, for a page that lists them (the verdict r
 
 
 def seeds_text(seeds) -> str:
-    """Seeds as the prose says them: "seed 4", "seeds 0, 1 and 4"; a list of ``None`` gives a count ("1 seed",
-    "3 seeds")."""
+    """Seeds as the prose says them: a list names them ("seed 4", "seeds 0, 1 and 4"), a number counts
+    them ("1 seed", "3 seeds")."""
+    if isinstance(seeds, (int, np.integer)):
+        return f"{seeds} seed" + ("s" if seeds != 1 else "")
     names = [str(s) for s in seeds]
-    if names and names[0] == "None":
-        return f"{len(names)} seed{'s' * (len(names) != 1)}"
     return f"seed {names[0]}" if len(names) == 1 else "seeds " + ", ".join(names[:-1]) + " and " + names[-1]
 
 
@@ -73,7 +73,7 @@ class Verdict:
 
     def __str__(self) -> str:
         if self.n < MIN_SEEDS:
-            what = f"{self.mean:+.1f} {self.unit} on {seeds_text([None] * self.n)}" if self.n else "no paired runs"
+            what = f"{self.mean:+.1f} {self.unit} on {seeds_text(self.n)}" if self.n else "no paired runs"
             return f"not tested ({what}; a verdict needs {MIN_SEEDS} seeds)"
         text = f"{self.word} ({self.mean:+.1f} {self.unit}, 95 % CI [{self.lo:+.1f}, {self.hi:+.1f}], {self.n} seeds"
         text += f", margin ±{self.margin:g})" if self.margin is not None else ")"

@@ -245,4 +245,4 @@ def test_seeds_text_says_seeds_as_prose():
     from pflkit.verdicts import seeds_text
 
     assert seeds_text([4]) == "seed 4" and seeds_text([0, 1, 4]) == "seeds 0, 1 and 4"
-    assert seeds_text([None]) == "1 seed" and seeds_text([None] * 3) == "3 seeds"
+    assert seeds_text(1) == "1 seed" and seeds_text(3) == "3 seeds"
