@@ -30,6 +30,7 @@ from pflkit.chapters.pfedhn import (
     size_swaps,
     swap_probe,
     t1_best,
+    t1_seed_plan,
     t1_text,
     table1_rows,
     table2_claims,
@@ -140,6 +141,30 @@ def test_table1_best_baseline_text_and_rows():
     assert rows.loc["pFedHN", "paper CIFAR-10"] == 88.0
     pooled = rows["ours pooled, best-by-val (authors' code)"]  # the record's pooled accuracy at best validation
     assert [pooled[a].split(" ")[0] for a in ("pFedHN", "FedAvg", "Local")] == ["45.0", "35.0", "40.0"]
+
+
+def test_t1_plan_extends_only_the_undecided_claims_arms():
+    res = result(
+        {
+            "pFedHN": [record(0.805), record(0.79), record(0.81)],  # − Local: +0.5, −1.0, +1.0 points: undecided
+            "pFedHN-PC": [record(0.9)] * 3,  # − Local: +10 on every seed: decided on the pilot
+            "FedAvg": [record(0.7, 0.5)] * 3,
+            "Local": [record(0.8, 0.9)] * 3,  # the strongest baseline on validation
+        }
+    )
+    plan, seeds = t1_seed_plan({10: res}, [0, 1, 2], cap=10, resolution=1.0)
+    undecided, decided = (t1_text(10, hn, "Local") for hn in ("pFedHN", "pFedHN-PC"))
+    assert plan.loc[decided, "plan"].startswith("decided on the pilot")
+    need = int(plan.loc[undecided, "seeds needed"])
+    assert 3 < need <= 10
+    assert seeds[10] == {
+        "pFedHN": list(range(need)),
+        "Local": list(range(need)),
+        "pFedHN-PC": [0, 1, 2],
+        "FedAvg": [0, 1, 2],
+    }
+    _, capped = t1_seed_plan({10: res}, [0, 1, 2], cap=need - 1, resolution=1.0)  # the cap cannot decide it
+    assert all(v == [0, 1, 2] for v in capped[10].values())
 
 
 def test_headroom_claims_take_the_strongest_baseline_and_the_swap_test():

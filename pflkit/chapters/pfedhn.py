@@ -17,7 +17,7 @@ from ..engine import Federation, build
 from ..federated import evaluate
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
 from ..partitions import total_variation
-from ..verdicts import claim_row, fmt_interval, paper_vs_ours, still_moving, verdict
+from ..verdicts import arm_seeds, claim_row, fmt_interval, paper_vs_ours, seed_plan, still_moving, verdict
 
 # ----------------------------------------------------------------------------- probes
 
@@ -185,6 +185,18 @@ def t1_best(res) -> str:
 def t1_text(n, hn, best) -> str:
     """The claim that hypernetwork ``hn`` beats the strongest baseline ``best`` at ``n`` clients."""
     return f"Table 1, {n} clients: {hn} beats the strongest baseline ({best}, on validation)"
+
+
+def t1_seed_plan(pilot: dict, seeds: list[int], cap: int, resolution: float):
+    """Table 1's seed plan and what each column runs to under it.  ``pilot``: clients -> the pilot's
+    sweep.  The plan pools the spread of every column's two claims (each hypernetwork against the
+    column's strongest baseline on the pilot's validation); each claim's two arms then run to their
+    claim's plan, every other arm to the pilot's seeds.  Returns the plan and clients -> arm -> seeds."""
+    best = {n: t1_best(res) for n, res in pilot.items()}
+    claims = {n: {t1_text(n, hn, best[n]): (hn, best[n]) for hn in ("pFedHN", "pFedHN-PC")} for n in pilot}
+    plan = seed_plan({c: list(pilot[n].paired(*arms)) for n in pilot for c, arms in claims[n].items()},
+                     cap=cap, resolution=resolution)  # fmt: skip
+    return plan, {n: arm_seeds(plan, claims[n], seeds, arms=res.arms, cap=cap) for n, res in pilot.items()}
 
 
 def headroom_claims(res, arms, baselines, shared):
