@@ -68,35 +68,51 @@ def paper_number(text: str) -> float | None:
     return float(m.group(1).replace("−", "-")) if m else None
 
 
+def short_label(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters by an ellipsis in its middle, so that claims which start
+    alike ("under concept shift FedMN beats …") keep the ends that tell them apart."""
+    if len(text) <= chars:
+        return text
+    head = (chars - 1) // 2
+    return text[:head].rstrip() + "…" + text[len(text) - (chars - 1 - head) :].lstrip()
+
+
 def claims_plot(rows, resolution: float = 1.0, width: float = 9.2, label_chars: int = 48):
     """Dot-and-interval plot of a chapter's claims in points: each claim's paired difference a − b
     with its 95 % interval, coloured by its verdict word, the band ± ``resolution`` where "no
     difference" applies, and the paper's difference (a black cross) where the paper gives one
-    number.  Claims in other units, or on fewer seeds than an interval needs, are left out.
+    number.  Claims in other units, or on fewer seeds than an interval needs, are left out, and the
+    title says how many.  A long claim keeps its start and its end (:func:`short_label`).
     Returns the figure, or None when no claim qualifies."""
-    rows = [r for r in rows if r.get("_v") is not None and r["_v"].unit == "points" and r["_v"].lo == r["_v"].lo]
+    every = [r for r in rows if r.get("_v") is not None]
+    rows = [r for r in every if r["_v"].unit == "points" and r["_v"].lo == r["_v"].lo]
     if not rows:
         return None
     height = 0.32 * len(rows) + 1.1  # inches: a row per claim and room for the legend
     fig, ax = plt.subplots(figsize=(width, height))
     ax.axvspan(-resolution, resolution, color="0.92", zorder=0, label=f"± {resolution:g} point (no difference)")
     ax.axvline(0, color="0.5", lw=0.8, zorder=1)
+    crosses = 0
     for y, r in enumerate(rows):
         v = r["_v"]
         colour = VERDICT_COLOURS.get(r["verdict"], "0.3")
         ax.errorbar(v.mean, y, xerr=[[v.mean - v.lo], [v.hi - v.mean]], fmt="o", color=colour, ms=5, capsize=2)
         if (p := paper_number(r.get("paper", ""))) is not None:
             ax.plot(p, y, "x", color="black", ms=6)
-    names = [r["claim"] if len(r["claim"]) <= label_chars else r["claim"][: label_chars - 1] + "…" for r in rows]
+            crosses += 1
     ax.set(
         yticks=range(len(rows)),
         ylim=(len(rows) - 0.5, -0.5),
-        xlabel="a − b (points): ours (dot, 95 % CI), the paper (×)",
+        xlabel="a − b (points): ours (dot, 95 % CI)" + (", the paper (×)" if crosses else ""),
     )
-    ax.set_yticklabels(names, fontsize=7)
+    ax.set_yticklabels([short_label(r["claim"], label_chars) for r in rows], fontsize=7)
+    if len(rows) < len(every):
+        ax.set_title(f"{len(rows)} of the {len(every)} claims: the others are in other units than points "
+                     "or have too few seeds for an interval", fontsize=8)  # fmt: skip
     handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=w) for w, c in VERDICT_COLOURS.items()
                if any(r["verdict"] == w for r in rows)]  # fmt: skip
-    handles.append(plt.Line2D([], [], marker="x", ls="", color="black", label="the paper"))
+    if crosses:
+        handles.append(plt.Line2D([], [], marker="x", ls="", color="black", label="the paper"))
     ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.9 / height),
               ncol=4, frameon=False)  # fmt: skip
     fig.tight_layout()

@@ -178,7 +178,7 @@ def seed_plan(
         upper = sd_upper(sd, dof)
         need = seeds_needed(upper, m) if upper == upper and m == m else None
         if pilot.n >= MIN_SEEDS and pilot.word != "inconclusive":
-            need, plan = pilot.n, f"decided on the pilot ({pilot.word})"
+            need, plan = pilot.n, f"none added: its pilot seeds decide it ({pilot.word} there)"
         else:
             plan = (f"{need} seeds" if need is not None and need <= cap
                     else f"underpowered (needs {need} seeds)" if need is not None

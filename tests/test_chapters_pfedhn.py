@@ -154,7 +154,7 @@ def test_t1_plan_extends_only_the_undecided_claims_arms():
     )
     plan, seeds = t1_seed_plan({10: res}, [0, 1, 2], cap=10, resolution=1.0)
     undecided, decided = (t1_text(10, hn, "Local") for hn in ("pFedHN", "pFedHN-PC"))
-    assert plan.loc[decided, "plan"].startswith("decided on the pilot")
+    assert plan.loc[decided, "plan"].startswith("none added")
     need = int(plan.loc[undecided, "seeds needed"])
     assert 3 < need <= 10
     assert seeds[10] == {

@@ -64,7 +64,10 @@ def test_the_plan_names_the_seeds_or_says_underpowered_before_running():
     own = seed_plan(claims, pool=False)
     assert own.loc["tight", "to clear (points)"] == DECISION_FLOOR  # no plan resolves less than the floor
     assert own.loc["tight", "plan"] == "4 seeds"  # sd 0.1, bounded to 0.21 on 2 dof: 4.30 · 0.21 / √3 > 0.5
-    assert own.loc["done", "plan"] == "decided on the pilot (reproduces)" and own.loc["done", "seeds needed"] == 3
+    assert (
+        own.loc["done", "plan"] == "none added: its pilot seeds decide it (reproduces there)"
+        and own.loc["done", "seeds needed"] == 3
+    )
     assert own.loc["wide", "plan"].startswith("underpowered (needs ") and own.loc["wide", "seeds needed"] > SEED_CAP
     assert own.loc["lonely", "plan"] == "not tested (no spread)"
     pooled = seed_plan(claims)  # like claims share one spread
@@ -220,7 +223,23 @@ def test_the_claims_plot_draws_each_claim_in_points_and_the_paper_s_number():
     fig = claims_plot(rows)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["A beats B"]
+    assert (
+        ax.get_title()
+        == "1 of the 3 claims: the others are in other units than points or have too few seeds for an interval"
+    )
+    assert "the paper (×)" in ax.get_xlabel()
     assert claims_plot(rows[1:]) is None
+    bare = claims_plot([claim_row("A beats B", verdict([2.0, 3.0, 4.0]))])  # no paper number: no cross
+    assert "×" not in bare.axes[0].get_xlabel() and bare.axes[0].get_title() == ""
+    assert [h.get_label() for h in bare.axes[0].get_legend().legend_handles] == ["reproduces"]
+
+
+def test_short_labels_keep_both_ends():
+    from pflkit.plots import short_label
+
+    assert short_label("short", 10) == "short"
+    cut = short_label("under concept shift FedMN beats FedEM", 21)
+    assert cut == "under conc…eats FedEM" and len(cut) == 21
 
 
 def test_findings_name_a_check_made_in_several_settings_once():
