@@ -246,8 +246,12 @@ def interval(values) -> tuple[float, float, int]:
 
 
 def fmt_interval(values, digits: int = 1) -> str:
-    """``mean ± half-width`` of values over seeds (``mean`` alone for one seed)."""
+    """``mean ± half-width`` of values over seeds; ``mean`` alone for one seed, and for two the
+    two values ("mean (a, b)"), whose t-interval (t = 12.7) would say nothing."""
     m, h, n = interval(values)
+    if n == 2:
+        a, b = sorted(float(x) for x in values if x == x)
+        return f"{m:.{digits}f} ({a:.{digits}f}, {b:.{digits}f})"
     return f"{m:.{digits}f}" if n < 2 else f"{m:.{digits}f} ± {h:.{digits}f}"
 
 

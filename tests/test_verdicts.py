@@ -234,6 +234,13 @@ def test_the_claims_plot_draws_each_claim_in_points_and_the_paper_s_number():
     assert [h.get_label() for h in bare.axes[0].get_legend().legend_handles] == ["reproduces"]
 
 
+def test_intervals_print_as_mean_and_half_width_or_the_two_values():
+    from pflkit.verdicts import fmt_interval
+
+    assert fmt_interval([1.0]) == "1.0" and fmt_interval([1.0, 3.0]) == "2.0 (1.0, 3.0)"
+    assert fmt_interval([1.0, 2.0, 3.0]) == "2.0 ± 2.5"  # t(2) = 4.30 × 1 / √3
+
+
 def test_short_labels_keep_both_ends():
     from pflkit.plots import short_label
 
