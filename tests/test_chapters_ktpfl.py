@@ -14,6 +14,8 @@ from pflkit.chapters.ktpfl import (
     kt_probe,
     label_similarity,
     multiply_adds,
+    round_mb,
+    soft_vs_parameters,
 )
 from pflkit.engine import Federation, run
 from tests.conftest import tiny_config
@@ -90,3 +92,20 @@ def test_probes_record_c_and_the_channel_in_the_right_methods():
     assert "c" in seen["ktpfl", 2][1] and "c" not in seen["ktpfl", 1][1]
     assert len(seen["fedmd", 1][1]["grad_ratio"]) == 4 and seen["fedmd", 1][0] is None
     assert seen["fedavg", 2] == (None, None)
+
+
+def test_figure_5_ledger_per_client_round_and_the_two_readings():
+    import pandas as pd
+
+    class Result:
+        def finals(self):
+            return pd.DataFrame({"arm": ["soft", "soft", "params"], "seed": [0, 1, 0],
+                                 "MB_up": [4.0, 8.0, 40.0], "MB_down": [6.0, 12.0, 40.0]})  # fmt: skip
+
+    soft = round_mb(Result(), "soft", n_clients=2, rounds=2)
+    assert soft.to_dict("index") == {0: {"up": 1.0, "down": 1.5}, 1: {"up": 2.0, "down": 3.0}}
+    params = round_mb(Result(), "params", n_clients=2, rounds=2)  # 10 up, 10 down
+    d = soft_vs_parameters(soft, params, batch_mb=3.0)
+    assert list(d["as run"].index) == [0]  # paired seeds only
+    assert d["as run"][0] == pytest.approx(np.log(20 / 2.5))
+    assert d["batch sent"][0] == pytest.approx(np.log(20 / (2 * 1.0 + 3.0)))

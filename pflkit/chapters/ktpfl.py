@@ -95,3 +95,22 @@ def multiply_adds(model: nn.Module, shape=(1, 28, 28)) -> int:
     for h in hooks:
         h.remove()
     return total
+
+
+def round_mb(result, arm: str, n_clients: int, rounds: int) -> pd.DataFrame:
+    """Figure 5's ledger of ``arm``, per seed: the MB a client uploads (``up``) and downloads
+    (``down``) in a round, from the run's byte counts over its ``n_clients`` clients and ``rounds``."""
+    f = result.finals()
+    f = f[f.arm == arm].set_index("seed")
+    per = n_clients * rounds
+    return pd.DataFrame({"up": f.MB_up / per, "down": f.MB_down / per})
+
+
+def soft_vs_parameters(soft: pd.DataFrame, params: pd.DataFrame, batch_mb: float) -> dict[str, pd.Series]:
+    """Per seed, −log(soft-prediction bytes / parameter bytes) of a client's round (> 0: soft predictions
+    move fewer), two ways: as run (the predictions up, the teacher and the public batch's indices
+    down) and with the round's public batch sent as images (``batch_mb``) instead of its indices, as
+    when the server holds the public set (the teacher is as large as the upload)."""
+    both = params.up + params.down
+    return {"as run": np.log(both / (soft.up + soft.down)).dropna(),
+            "batch sent": np.log(both / (2 * soft.up + batch_mb)).dropna()}  # fmt: skip
