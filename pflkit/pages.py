@@ -55,13 +55,14 @@ result store (one JSON file per run, keyed by its configuration), so re-executin
 only what changed, and a sweep interrupted half-way resumes where it stopped."""
 
 
-def findings(rows: list[dict], bullets: int = 5) -> str:
+def findings(rows: list[dict], bullets: int = 5, own=None) -> str:
     """A chapter's findings as Markdown, from its claims (the rows of :func:`pflkit.verdicts.claim_row`
     and :func:`pflkit.verdicts.mechanism`), short enough for the top of a page: at most ``bullets``
     bullets (the mechanism checks in one, with their words; then the headline claims, each with its
     word, our difference and the paper's; a chapter that marks no headline gets one bullet per verdict
     word, with its first claim), the count of every word, and every lead claim with its numbers and
-    notes in a folded list."""
+    notes in a folded list.  ``own`` (row -> bool): the rows that are checks of our own, not claims
+    of the paper; the count then gives the two apart."""
     from collections import Counter
 
     def ours(r: dict) -> str:
@@ -85,10 +86,20 @@ def findings(rows: list[dict], bullets: int = 5) -> str:
         for w, n in words.most_common(bullets):
             names = [r["claim"] for r in rows if r["verdict"] == w]
             out.append(f"* **{w}** ({n}): " + names[0] + (f"; and {n - 1} more" if n > 1 else "") + ".")
-    saturated = sum("saturated" in r.get("notes", "") for r in rows)
-    tally = ", ".join(f"{n} {w}" for w, n in words.most_common())
-    satur = f" ({saturated} in saturated settings, no headline)" if saturated else ""
-    out += ["", f"All {len(rows)} claims{satur}: {tally}."]
+
+    def count(group: list[dict], name: str) -> str:
+        saturated = sum("saturated" in r.get("notes", "") for r in group)
+        tally = ", ".join(f"{n} {w}" for w, n in Counter(r["verdict"] for r in group).most_common()) or "none"
+        return f"{name}{f' ({saturated} in saturated settings, no headline)' if saturated else ''}: {tally}"
+
+    if own is None:
+        out += ["", count(rows, f"All {len(rows)} claims") + "."]
+    else:
+        mine = [r for r in rows if own(r)]
+        theirs = [r for r in rows if not own(r)]
+        paper = f"The paper's {len(theirs)} claim" + "s" * (len(theirs) != 1)
+        checks = f"our {len(mine)} own check" + "s" * (len(mine) != 1)
+        out += ["", count(theirs, paper) + "; " + count(mine, checks) + "."]
     lead = mechs + heads
     if lead:
         notes = [f"* {r['claim']}: {ours(r)}" + (f" ({r['notes']})" if r.get("notes") else "") + "." for r in lead]
