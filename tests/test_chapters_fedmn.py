@@ -5,9 +5,21 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from pflkit.chapters.fedmn import client_groups, decision_ari, pi_spread, routing_probe, swap_gain, swap_partners
+from pflkit.chapters.fedmn import (
+    arrangements_text,
+    client_groups,
+    clipped_interval,
+    common_seed_means,
+    decision_ari,
+    pi_spread,
+    plain_pilot,
+    routing_probe,
+    swap_gain,
+    swap_partners,
+)
 from pflkit.engine import Federation, run
 from tests.conftest import tiny_config
 
@@ -50,3 +62,40 @@ def test_routing_probe_records_decisions_and_the_swap_test_after_the_last_round(
     other = tiny_config(method="fedavg", rounds=1)
     assert run(other, Federation.from_config(other), on_round=lambda *a: seen.update(fedavg=routing_probe(*a)))
     assert seen["fedavg"] is None
+
+
+def test_arrangements_text_names_every_block_count():
+    assert arrangements_text({9: ["1,4,4", "1,3,5", "1,2,6"], 10: ["1,5,4"]}) == (
+        "for 9 blocks [1×4×4], [1×3×5] and [1×2×6]; for 10 blocks [1×5×4]"
+    )
+
+
+def test_clipped_interval_cuts_the_interval_to_the_ari_range():
+    v = SimpleNamespace(mean=0.6, lo=0.1, hi=1.1, n=3)
+    assert clipped_interval(v) == "+0.60 ARI [+0.10, +1.00] (3 seeds)"
+    assert (
+        clipped_interval(SimpleNamespace(mean=-0.2, lo=-1.5, hi=0.3, n=3), digits=1)
+        == "-0.2 ARI [-1.0, +0.3] (3 seeds)"
+    )
+    assert clipped_interval(SimpleNamespace(mean=0.5, lo=float("nan"), hi=float("nan"), n=1)) == "+0.50 ARI (1 seed)"
+    assert clipped_interval(v, unit="") == "+0.60 [+0.10, +1.00] (3 seeds)"
+
+
+def test_plain_pilot_shows_the_chosen_value_and_accuracy():
+    summary = pd.DataFrame({"chosen": ["lr=0.05", "router_lr=1"], "val_mean_acc": ["73.8", "80.9"],
+                            "at the grid's edge": ["", "yes"]}, index=["Local", "FedMN"])  # fmt: skip
+    out = plain_pilot(summary)
+    assert list(out.columns) == ["chosen learning rate", "validation accuracy (%)", "at the grid's edge"]
+    assert list(out["chosen learning rate"]) == ["0.05", "1"]
+    assert list(summary["chosen"]) == ["lr=0.05", "router_lr=1"]  # the input is left alone
+
+
+def test_common_seed_means_use_only_the_seeds_every_arm_ran():
+    values = {
+        "A": pd.Series({0: 80.0, 1: 82.0, 2: 84.0, 3: 90.0, 4: 90.0}),
+        "B": pd.Series({0: 85.0, 1: 85.0, 2: 86.0}),
+    }
+    means, common = common_seed_means(values)
+    assert common == [0, 1, 2]
+    assert list(means.index) == ["B", "A"]
+    assert means["A"] == pytest.approx(82.0) and means["B"] == pytest.approx(85.333333)

@@ -90,3 +90,44 @@ def decision_ari(paths, truth, k: int) -> float:
     if distinct < 2:
         return float("nan")
     return adjusted_rand_score(truth, AgglomerativeClustering(n_clusters=min(k, distinct)).fit_predict(paths))
+
+
+# ----------------------------------------------------------------------------- the page's words
+
+
+def arrangements_text(archs: dict) -> str:
+    """Figure 2's arrangements as the prose says them: ``{9: ["1,4,4", "1,3,5"]}`` → "for 9 blocks
+    [1×4×4] and [1×3×5]" (block counts joined by "; ")."""
+
+    def names(arrangements):
+        parts = [f"[{a.replace(',', '×')}]" for a in arrangements]
+        return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+    return "; ".join(f"for {b} blocks {names(a)}" for b, a in archs.items())
+
+
+def clipped_interval(v, lo: float = -1.0, hi: float = 1.0, digits: int = 2, unit: str = "ARI") -> str:
+    """A verdict's mean and 95 % interval as the claims table shows them, the interval cut to the
+    range the quantity can take (an ARI is at most 1), for a claim row's ``ours``; ``unit=""`` leaves
+    the unit out (a sentence that names it)."""
+    seeds = f"({v.n} seed{'s' if v.n != 1 else ''})"
+    mean = f"{v.mean:+.{digits}f}" + (f" {unit}" if unit else "")
+    if v.lo != v.lo:  # too few seeds for an interval
+        return f"{mean} {seeds}"
+    return f"{mean} [{max(v.lo, lo):+.{digits}f}, {min(v.hi, hi):+.{digits}f}] {seeds}"
+
+
+def plain_pilot(table: pd.DataFrame, value: str = "learning rate") -> pd.DataFrame:
+    """A pilot's summary (:meth:`pflkit.tuning.Tuning.summary`) in the page's words: the chosen
+    setting as its number ("lr=0.05" → "0.05") under ``value``, the validation metric as accuracy."""
+    out = table.copy()
+    out["chosen"] = out["chosen"].map(lambda s: s.split("=", 1)[1] if "=" in s and ", " not in s else s)
+    return out.rename(columns={"chosen": f"chosen {value}", "val_mean_acc": "validation accuracy (%)"})
+
+
+def common_seed_means(values: dict) -> tuple[pd.Series, list]:
+    """Each arm's mean over the seeds every arm ran (``values``: arm → per-seed Series), highest first,
+    and those seeds."""
+    common = sorted(set.intersection(*(set(v.dropna().index) for v in values.values())))
+    means = pd.Series({a: float(v[common].mean()) for a, v in values.items()})
+    return means.sort_values(ascending=False), common
