@@ -13,14 +13,18 @@ from pflkit.chapters.pfedmb import (
     alpha_data_rho,
     alpha_follows_data,
     amp_probe,
+    amp_regime,
     amp_state,
     arm,
+    cell_text,
     chosen_text,
     collaboration,
     derived_claim,
     diverged_note,
     eval_every,
     final_alphas,
+    grid_used,
+    is_our_check,
     kept_share,
     main_run,
     mb_label,
@@ -30,11 +34,16 @@ from pflkit.chapters.pfedmb import (
     paper_diff,
     per_seed,
     pilot_summary,
+    pilot_table,
+    seed_range,
     seed_table,
     setting_arms,
     setting_base,
+    strength,
     t2_diffs,
     table2_probe,
+    tally_words,
+    value_words,
     worst_gap,
 )
 from pflkit.engine import Federation, run
@@ -193,7 +202,7 @@ def test_pilot_summary_and_chosen_text():
     chosen = {"FedAvg": tiny_config(method="fedavg", lr=0.1), PFEDMB: mb,
               "FedAMP": tiny_config(method="fedamp", lr=0.01, options={"sigma": 10.0})}  # fmt: skip
     text = chosen_text(chosen)
-    assert text == ("FedAvg lr = 0.1; FedAMP lr = 0.01; pFedMB: η_W = 0.03, η_α = 1 with momentum 0.9 on α, "
+    assert text == ("FedAvg η = 0.1; FedAMP η = 0.01; pFedMB: η_W = 0.03, η_α = 1 with momentum 0.9 on α, "
                     "branches × √B; FedAMP σ = 10")  # fmt: skip
     flat = {PFEDMB: dataclasses.replace(mb, options={**mb.options, "alpha_momentum": 0.0, "scale_init": False})}
     assert chosen_text(flat) == "pFedMB: η_W = 0.03, η_α = 1 without momentum on α, branches as drawn"
@@ -218,8 +227,8 @@ def test_derived_claim_paper_diff_and_the_notes():
                  records={("S · pFedMB B=20", 1): {"config": {"lr": 0.03}}})  # fmt: skip
     assert diverged_note(res, "S · FedAvg", {}) == ""
     note = diverged_note(res, "S · pFedMB B=20", {"S · pFedMB B=20": "lr 0.1 -> 0.03: diverged"})
-    assert note.startswith("pFedMB B=20 diverged on seeds 1 and 2") and "at lr 0.03" in note
-    assert note.endswith("(lr 0.1 -> 0.03)")
+    assert note.startswith("pFedMB B=20 diverged on seeds 1 and 2") and "at learning rate 0.03" in note
+    assert note.endswith("(learning rate 0.1 -> 0.03)")
 
 
 def test_probes_record_alpha_xi_and_clusters_in_their_methods():
@@ -249,3 +258,63 @@ def test_probes_record_alpha_xi_and_clusters_in_their_methods():
     assert seen[("fedavg", False), 2] == (None, None, None)
     assert pair_alpha.__qualname__ == "pair_alpha" and table2_probe.__qualname__ == "table2_probe"
     assert amp_probe.__qualname__ == "amp_probe"  # the stored runs' probe names
+
+
+def test_the_page_words_for_values_seeds_and_tallies():
+    assert value_words("alpha_lr=0.1") == "η_α = 0.1" and value_words("lr=0.03") == "η = 0.03"
+    assert value_words("sigma=10") == "σ = 10" and value_words("K=3") == "K = 3" and value_words("x") == "x"
+    assert seed_range([79.0, 81.0]) == "80.0 (79.0–81.0)" and seed_range([70.0]) == "70.0" and seed_range([]) == "—"
+    assert seed_range(pd.Series([60.0, np.nan, 62.0])) == "61.0 (60.0–62.0)"
+    v = pd.Series({0: 80.0, 1: 82.0, 2: 84.0, 3: 10.0})
+    assert cell_text(v, [0, 1, 2]) == "82.0 ± 5.0"  # seed 3 left out; t(0.975, 2) × 2 / √3 = 4.97
+    assert cell_text(v, [0, 1, 2, 5]) == "82.0 ± 5.0 (3 seeds)" and cell_text(v, [7]) == "—"
+    rows = [{"claim": "Table I: a beats b", "verdict": "reproduces", "kind": "claim"},
+            {"claim": "Table I with x (our diagnostic): a beats b", "verdict": "reproduces", "kind": "claim"},
+            {"claim": "Mechanism: α follows the data", "verdict": "mechanism inert", "kind": "mechanism"},
+            {"claim": "Table II: c beats d", "verdict": "contradicted", "kind": "claim"},
+            {"claim": "Table II: e beats f", "verdict": "reproduces", "kind": "claim"}]  # fmt: skip
+    assert [is_our_check(r) for r in rows] == [False, True, True, False, False]
+    assert tally_words([r for r in rows if not is_our_check(r)]) == "2 reproduces, 1 contradicted"
+    assert tally_words([r for r in rows if is_our_check(r)]) == "1 reproduces, 1 mechanism inert"
+    assert tally_words([]) == "none"
+    assert [strength(x) for x in (0.08, -0.16, 0.3, 0.49, 0.9)] == [
+        "very weak",
+        "weak",
+        "moderate",
+        "moderate",
+        "strong",
+    ]
+    kw = dict(self_local=0.9, self_average=0.1, peak_flat=1.5)
+    assert amp_regime({"self": 0.95, "peak": 1.2}, **kw) == "local"
+    assert amp_regime({"self": 0.0, "peak": 1.03}, **kw) == "average"
+    assert amp_regime({"self": 0.0, "peak": float("nan")}, **kw) == "average"
+    assert amp_regime({"self": 0.0, "peak": 3.0}, **kw) == "" and amp_regime({"self": 0.5, "peak": 1.0}, **kw) == ""
+    mb = tiny_config(method="pfedmb", options={"alpha_momentum": 0.0, "scale_init": True})
+    assert grid_used("FedAMP, σ", mb) and grid_used(f"{PFEDMB}, no momentum on α", mb)
+    assert grid_used(f"{PFEDMB}, branches × √B", mb) and not grid_used(f"{PFEDMB}, branches as drawn", mb)
+    assert not grid_used(f"{PFEDMB}, momentum on α", mb)
+    mom = dataclasses.replace(mb, options={"alpha_momentum": -1.0, "scale_init": False})
+    assert grid_used(f"{PFEDMB}, momentum on α", mom) and grid_used(f"{PFEDMB}, branches as drawn", mom)
+
+
+def test_pilot_table_shows_each_value_with_its_seed_range():
+    class Pilot:  # the parts of a Tuning that pilot_table reads
+        by = "val_mean_acc"
+        grids = {"FedAvg": {"FedAvg · lr=0.01": None, "FedAvg · lr=0.03": None, "FedAvg · lr=0.1": None}}
+        chosen = {"FedAvg": "FedAvg · lr=0.1"}
+        result = Result(values={("FedAvg · lr=0.01", "val_mean_acc"): {0: 70.0, 1: 72.0},
+                                ("FedAvg · lr=0.03", "val_mean_acc"): {0: 75.0, 1: 79.0},
+                                ("FedAvg · lr=0.1", "val_mean_acc"): {0: 80.0, 1: 81.0},
+                                ("FedAvg · lr=0.01", "diverged"): {0: False, 1: False},
+                                ("FedAvg · lr=0.03", "diverged"): {0: False, 1: True},
+                                ("FedAvg · lr=0.1", "diverged"): {0: False, 1: False}})  # fmt: skip
+
+    t = pilot_table(Pilot())
+    assert list(t.index) == [("FedAvg", "η = 0.01"), ("FedAvg", "η = 0.03"), ("FedAvg", "η = 0.1")]
+    assert t["val_mean_acc"].tolist() == ["71.0 (70.0–72.0)", "diverged", "80.5 (80.0–81.0)"]
+    assert t["chosen"].tolist() == ["", "", "yes"] and t["at the grid's edge"].tolist() == ["", "", "yes"]
+    s = pilot_summary({"pairs": t})
+    assert s.loc[("pairs", "FedAvg"), "validation accuracy (%) per value"] == (
+        "η = 0.01: 71.0 (70.0–72.0) | η = 0.03: diverged | η = 0.1: 80.5 (80.0–81.0)"
+    )
+    assert s.loc[("pairs", "FedAvg"), "chosen"] == "η = 0.1"

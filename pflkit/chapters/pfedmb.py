@@ -6,6 +6,7 @@ threshold on α would keep, and the tables, claims and sentences built on them."
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,7 @@ from scipy.stats import spearmanr
 
 from ..engine import Federation, RunConfig
 from ..methods import display_name
-from ..verdicts import RESOLUTION, claim_row, seeds_text, verdict
+from ..verdicts import RESOLUTION, claim_row, fmt_interval, seeds_text, verdict
 
 PFEDMB = display_name("pfedmb")
 
@@ -285,7 +286,7 @@ def chosen_text(chosen: dict) -> str:
     η_W, η_α, momentum on α and initial scale, FedAMP's σ."""
     mb = chosen[PFEDMB]
     mom = mb.options["alpha_momentum"]
-    parts = [f"{k} lr = {c.lr:g}" for k, c in chosen.items() if k != PFEDMB]
+    parts = [f"{k} η = {c.lr:g}" for k, c in chosen.items() if k != PFEDMB]
     parts.append(
         f"{PFEDMB}: η_W = {mb.lr:g}, η_α = {mb.options['alpha_lr']:g} "
         f"{'with momentum ' + format(mb.momentum if mom < 0 else mom, 'g') if mom != 0 else 'without momentum'} on α, "
@@ -312,15 +313,27 @@ def paper_diff(table, a: str, b: str) -> str:
     return f"{table[a] - table[b]:+.2f} ({table[a]:.2f} vs {table[b]:.2f})" if a in table and b in table else ""
 
 
+def amp_regime(v, *, self_local: float, self_average: float, peak_flat: float) -> str:
+    """Which degenerate form FedAMP's last round takes (``v``: as :func:`amp_state` reads it):
+    "local" (self-weight above ``self_local``), "average" (self-weight below ``self_average`` and ξ
+    over the others below ``peak_flat`` × uniform, or undefined), or "" (attention in between)."""
+    if v["self"] > self_local:
+        return "local"
+    if v["self"] < self_average and (v["peak"] != v["peak"] or v["peak"] < peak_flat):
+        return "average"
+    return ""
+
+
 def amp_state(v, *, self_local: float, self_average: float, peak_flat: float) -> str:
     """FedAMP's last round in words (a description, not a verdict), from ``v`` (its mean
     self-weight ``self``, how peaked ξ is over the others ``peak``, the median squared distance
     ``d2`` and the chosen ``σ (chosen)``): close to Local training above ``self_local``, close to a
     plain average below ``self_average`` with ξ over the others below ``peak_flat`` × uniform."""
     xi = f"mean self-weight ξ_ii {v['self']:.2f} at the last round (over clients and seeds)"
-    if v["self"] > self_local:
+    regime = amp_regime(v, self_local=self_local, self_average=self_average, peak_flat=peak_flat)
+    if regime == "local":
         return f"{xi}, above {self_local:g}: close to Local training with a proximal term"
-    if v["self"] < self_average and (v["peak"] != v["peak"] or v["peak"] < peak_flat):
+    if regime == "average":
         return (
             f"{xi}, below {self_average:g}, and ξ over the others {v['peak']:.2f} × uniform at its peak "
             f"(below {peak_flat:g}): each cloud model is close to the plain average of the others"
@@ -338,6 +351,84 @@ def diverged_note(result, a: str, notes: dict) -> str:
     lost = result.values(a, "diverged").astype(bool)
     if not lost.any():
         return ""
+    back = re.sub(r"\blr\b", "learning rate", notes[a].split(":")[0]) if a in notes else ""
     return (f"{a.split(' · ')[1]} diverged on {seeds_text(list(lost[lost].index))} (its training loss "
-            f"left the kit's bound) at lr {result[a, lost[lost].index[0]]['config']['lr']:g}"
-            + (f", after falling back from the pilot's choice ({notes[a].split(':')[0]})" if a in notes else ""))  # fmt: skip
+            f"left the kit's bound) at learning rate {result[a, lost[lost].index[0]]['config']['lr']:g}"
+            + (f", after falling back from the pilot's choice ({back})" if back else ""))  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- words for the page
+
+VALUE_WORDS = {"lr": "η", "alpha_lr": "η_α", "sigma": "σ"}  # a pilot grid's option, as the page writes it
+
+
+def value_words(setting: str) -> str:
+    """A pilot grid value as the page writes it: "alpha_lr=0.1" -> "η_α = 0.1", "lr=0.03" ->
+    "η = 0.03", "sigma=10" -> "σ = 10" (any other "name=value" -> "name = value")."""
+    name, sep, value = setting.partition("=")
+    return f"{VALUE_WORDS.get(name, name)} = {value}" if sep else setting
+
+
+def seed_range(values) -> str:
+    """Values over a few seeds as the page shows them: the mean and the range ("80.0 (79.0–81.0)"),
+    the value alone for one seed, "—" for none; with two seeds a t-interval would be meaningless."""
+    v = pd.Series(values, dtype=float).dropna()
+    if v.empty:
+        return "—"
+    return f"{v.mean():.1f}" if len(v) == 1 else f"{v.mean():.1f} ({v.min():.1f}–{v.max():.1f})"
+
+
+def pilot_table(tuning) -> pd.DataFrame:
+    """Every arm of a pilot (a :class:`~pflkit.tuning.Tuning`): the grid value in words
+    (:func:`value_words`), its validation accuracy over the pilot seeds (:func:`seed_range`, or
+    "diverged"), whether it was chosen, and whether a chosen value sits at its grid's edge."""
+    rows = []
+    for label, arms in tuning.grids.items():
+        names = list(arms)
+        for i, a in enumerate(names):
+            chosen = a == tuning.chosen[label]
+            edge = chosen and len(names) > 2 and i in (0, len(names) - 1)
+            value = ("diverged" if tuning.result.values(a, "diverged").any()
+                     else seed_range(tuning.result.values(a, tuning.by)))  # fmt: skip
+            rows.append({"method": label, "setting": value_words(a.split(" · ", 1)[1]), tuning.by: value,
+                         "chosen": "yes" if chosen else "", "at the grid's edge": "yes" if edge else ""})  # fmt: skip
+    return pd.DataFrame(rows).set_index(["method", "setting"])
+
+
+def cell_text(values: pd.Series, seeds) -> str:
+    """A table cell over ``seeds`` only (``values``: per seed): mean ± 95 % interval, with the
+    number of seeds when some of ``seeds`` are missing (diverged, not run), "—" when none is there."""
+    v = values[values.index.isin(list(seeds))].dropna()
+    if v.empty:
+        return "—"
+    return fmt_interval(v) + (f" ({seeds_text(len(v))})" if len(v) < len(list(seeds)) else "")
+
+
+def is_our_check(row: dict) -> bool:
+    """A claims-table row that is a check of our own, not a claim of the paper: a mechanism check
+    or a row marked "(our diagnostic)"."""
+    return row.get("kind") == "mechanism" or "(our diagnostic)" in row["claim"]
+
+
+def tally_words(rows) -> str:
+    """The verdict words of ``rows``, counted, most frequent first: "3 reproduces, 1 inconclusive"."""
+    from collections import Counter
+
+    return ", ".join(f"{n} {w}" for w, n in Counter(r["verdict"] for r in rows).most_common()) or "none"
+
+
+def strength(rho: float) -> str:
+    """The size of a rank correlation in a word: below 0.1 "very weak", below 0.3 "weak", below 0.5
+    "moderate", else "strong" (by its absolute value)."""
+    a = abs(rho)
+    return "very weak" if a < 0.1 else "weak" if a < 0.3 else "moderate" if a < 0.5 else "strong"
+
+
+def grid_used(grid: str, mb: RunConfig) -> bool:
+    """Whether a pilot grid's choice is one the runs use: every grid but pFedMB's two variants not
+    chosen (momentum on α or not, by ``mb``'s options; the branches' initial scale)."""
+    if not grid.startswith(PFEDMB):
+        return True
+    mom = "no momentum" if mb.options["alpha_momentum"] == 0 else "momentum"
+    scale = "branches × √B" if mb.options["scale_init"] else "branches as drawn"
+    return grid in (f"{PFEDMB}, {mom} on α", f"{PFEDMB}, {scale}")
