@@ -87,19 +87,19 @@ def findings(rows: list[dict], bullets: int = 5, own=None) -> str:
             names = [r["claim"] for r in rows if r["verdict"] == w]
             out.append(f"* **{w}** ({n}): " + names[0] + (f"; and {n - 1} more" if n > 1 else "") + ".")
 
-    def count(group: list[dict], name: str) -> str:
-        saturated = sum("saturated" in r.get("notes", "") for r in group)
-        tally = ", ".join(f"{n} {w}" for w, n in Counter(r["verdict"] for r in group).most_common()) or "none"
-        return f"{name}{f' ({saturated} in saturated settings, no headline)' if saturated else ''}: {tally}"
+    def count(group: list[dict]) -> str:
+        return ", ".join(f"{n} {w}" for w, n in Counter(r["verdict"] for r in group).most_common()) or "none"
 
+    saturated = sum("saturated" in r.get("notes", "") for r in rows)
+    satur = f" ({saturated} in saturated settings, no headline)" if saturated else ""
     if own is None:
-        out += ["", count(rows, f"All {len(rows)} claims") + "."]
+        out += ["", f"All {len(rows)} claims{satur}: {count(rows)}."]
     else:
         mine = [r for r in rows if own(r)]
         theirs = [r for r in rows if not own(r)]
         paper = f"The paper's {len(theirs)} claim" + "s" * (len(theirs) != 1)
         checks = f"our {len(mine)} own check" + "s" * (len(mine) != 1)
-        out += ["", count(theirs, paper) + "; " + count(mine, checks) + "."]
+        out += ["", f"{paper}: {count(theirs)}; {checks}: {count(mine)}{satur}."]
     lead = mechs + heads
     if lead:
         notes = [f"* {r['claim']}: {ours(r)}" + (f" ({r['notes']})" if r.get("notes") else "") + "." for r in lead]

@@ -174,8 +174,8 @@ def test_findings_lead_with_mechanisms_and_headlines():
     assert len(bullets) == 5 and bullets[-1] == "* 4 more headline claims (4 reproduces): in the list below."
     split = findings([other, head, mech], own=lambda r: r["kind"] == "mechanism")
     assert (
-        "The paper's 2 claims (1 in saturated settings, no headline): 1 inconclusive, 1 reproduces; "
-        "our 1 own check: 1 reproduces." in split
+        "The paper's 2 claims: 1 inconclusive, 1 reproduces; our 1 own check: 1 reproduces "
+        "(1 in saturated settings, no headline)." in split
     )
     plain = findings([other, claim_row("E beats F", verdict([2.0, 3.0, 4.0]))])
     assert "* **inconclusive** (1): C beats D." in plain and ":::" not in plain  # no lead claim: one bullet per word
