@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -77,6 +79,25 @@ def short_label(text: str, chars: int) -> str:
     return text[:head].rstrip() + "…" + text[len(text) - (chars - 1 - head) :].lstrip()
 
 
+def short_labels(texts: list[str], chars: int) -> list[str]:
+    """:func:`short_label` of each text; texts that would still read alike (they differ only in
+    their middle) keep instead a short start, the part that tells them apart, and an ellipsis for
+    the shared end."""
+    out = [short_label(t, chars) for t in texts]
+    for label in {x for x in out if out.count(x) > 1}:
+        group = [t for t, x in zip(texts, out, strict=True) if x == label]
+        start = len(os.path.commonprefix(group))
+        end = len(os.path.commonprefix([t[::-1] for t in group]))
+        for i, (t, x) in enumerate(zip(texts, out, strict=True)):
+            if x == label:
+                core = t[start : len(t) - end].strip()
+                lead = max(0, chars - len(core) - 2)  # room left for the start and the two ellipses
+                out[i] = (
+                    (t[: min(lead, start)].rstrip() + "…" if start else "") + core[: chars - 2] + ("…" if end else "")
+                )
+    return out
+
+
 def claims_plot(rows, resolution: float = 1.0, width: float = 9.2, label_chars: int = 48):
     """Dot-and-interval plot of a chapter's claims in points: each claim's paired difference a − b
     with its 95 % interval, coloured by its verdict word, the band ± ``resolution`` where "no
@@ -105,7 +126,7 @@ def claims_plot(rows, resolution: float = 1.0, width: float = 9.2, label_chars: 
         ylim=(len(rows) - 0.5, -0.5),
         xlabel="a − b (points): ours (dot, 95 % CI)" + (", the paper (×)" if crosses else ""),
     )
-    ax.set_yticklabels([short_label(r["claim"], label_chars) for r in rows], fontsize=7)
+    ax.set_yticklabels(short_labels([r["claim"] for r in rows], label_chars), fontsize=7)
     if len(rows) < len(every):
         ax.set_title(f"{len(rows)} of the {len(every)} claims: the others are in other units than points "
                      "or have too few seeds for an interval", fontsize=8)  # fmt: skip
