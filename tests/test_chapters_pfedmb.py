@@ -35,7 +35,6 @@ from pflkit.chapters.pfedmb import (
     per_seed,
     pilot_summary,
     pilot_table,
-    seed_range,
     seed_table,
     setting_arms,
     setting_base,
@@ -263,8 +262,6 @@ def test_probes_record_alpha_xi_and_clusters_in_their_methods():
 def test_the_page_words_for_values_seeds_and_tallies():
     assert value_words("alpha_lr=0.1") == "η_α = 0.1" and value_words("lr=0.03") == "η = 0.03"
     assert value_words("sigma=10") == "σ = 10" and value_words("K=3") == "K = 3" and value_words("x") == "x"
-    assert seed_range([79.0, 81.0]) == "80.0 (79.0–81.0)" and seed_range([70.0]) == "70.0" and seed_range([]) == "—"
-    assert seed_range(pd.Series([60.0, np.nan, 62.0])) == "61.0 (60.0–62.0)"
     v = pd.Series({0: 80.0, 1: 82.0, 2: 84.0, 3: 10.0})
     assert cell_text(v, [0, 1, 2]) == "82.0 ± 5.0"  # seed 3 left out; t(0.975, 2) × 2 / √3 = 4.97
     assert cell_text(v, [0, 1, 2, 5]) == "82.0 ± 5.0 (3 seeds)" and cell_text(v, [7]) == "—"
@@ -297,24 +294,26 @@ def test_the_page_words_for_values_seeds_and_tallies():
     assert grid_used(f"{PFEDMB}, momentum on α", mom) and grid_used(f"{PFEDMB}, branches as drawn", mom)
 
 
-def test_pilot_table_shows_each_value_with_its_seed_range():
-    class Pilot:  # the parts of a Tuning that pilot_table reads
-        by = "val_mean_acc"
-        grids = {"FedAvg": {"FedAvg · lr=0.01": None, "FedAvg · lr=0.03": None, "FedAvg · lr=0.1": None}}
-        chosen = {"FedAvg": "FedAvg · lr=0.1"}
-        result = Result(values={("FedAvg · lr=0.01", "val_mean_acc"): {0: 70.0, 1: 72.0},
+def test_pilot_table_shows_each_value_in_words_with_its_two_seeds():
+    from pflkit.tuning import Tuning
+
+    pilot = Tuning(
+        by="val_mean_acc",
+        grids={"FedAvg": {"FedAvg · lr=0.01": None, "FedAvg · lr=0.03": None, "FedAvg · lr=0.1": None}},
+        chosen={"FedAvg": "FedAvg · lr=0.1"},
+        result=Result(values={("FedAvg · lr=0.01", "val_mean_acc"): {0: 70.0, 1: 72.0},
                                 ("FedAvg · lr=0.03", "val_mean_acc"): {0: 75.0, 1: 79.0},
                                 ("FedAvg · lr=0.1", "val_mean_acc"): {0: 80.0, 1: 81.0},
                                 ("FedAvg · lr=0.01", "diverged"): {0: False, 1: False},
                                 ("FedAvg · lr=0.03", "diverged"): {0: False, 1: True},
-                                ("FedAvg · lr=0.1", "diverged"): {0: False, 1: False}})  # fmt: skip
-
-    t = pilot_table(Pilot())
+                                ("FedAvg · lr=0.1", "diverged"): {0: False, 1: False}}),
+    )  # fmt: skip
+    t = pilot_table(pilot)
     assert list(t.index) == [("FedAvg", "η = 0.01"), ("FedAvg", "η = 0.03"), ("FedAvg", "η = 0.1")]
-    assert t["val_mean_acc"].tolist() == ["71.0 (70.0–72.0)", "diverged", "80.5 (80.0–81.0)"]
+    assert t["val_mean_acc"].tolist() == ["71.0 (70.0, 72.0)", "diverged", "80.5 (80.0, 81.0)"]
     assert t["chosen"].tolist() == ["", "", "yes"] and t["at the grid's edge"].tolist() == ["", "", "yes"]
     s = pilot_summary({"pairs": t})
     assert s.loc[("pairs", "FedAvg"), "validation accuracy (%) per value"] == (
-        "η = 0.01: 71.0 (70.0–72.0) | η = 0.03: diverged | η = 0.1: 80.5 (80.0–81.0)"
+        "η = 0.01: 71.0 (70.0, 72.0) | η = 0.03: diverged | η = 0.1: 80.5 (80.0, 81.0)"
     )
     assert s.loc[("pairs", "FedAvg"), "chosen"] == "η = 0.1"

@@ -369,30 +369,11 @@ def value_words(setting: str) -> str:
     return f"{VALUE_WORDS.get(name, name)} = {value}" if sep else setting
 
 
-def seed_range(values) -> str:
-    """Values over a few seeds as the page shows them: the mean and the range ("80.0 (79.0–81.0)"),
-    the value alone for one seed, "—" for none; with two seeds a t-interval would be meaningless."""
-    v = pd.Series(values, dtype=float).dropna()
-    if v.empty:
-        return "—"
-    return f"{v.mean():.1f}" if len(v) == 1 else f"{v.mean():.1f} ({v.min():.1f}–{v.max():.1f})"
-
-
 def pilot_table(tuning) -> pd.DataFrame:
-    """Every arm of a pilot (a :class:`~pflkit.tuning.Tuning`): the grid value in words
-    (:func:`value_words`), its validation accuracy over the pilot seeds (:func:`seed_range`, or
-    "diverged"), whether it was chosen, and whether a chosen value sits at its grid's edge."""
-    rows = []
-    for label, arms in tuning.grids.items():
-        names = list(arms)
-        for i, a in enumerate(names):
-            chosen = a == tuning.chosen[label]
-            edge = chosen and len(names) > 2 and i in (0, len(names) - 1)
-            value = ("diverged" if tuning.result.values(a, "diverged").any()
-                     else seed_range(tuning.result.values(a, tuning.by)))  # fmt: skip
-            rows.append({"method": label, "setting": value_words(a.split(" · ", 1)[1]), tuning.by: value,
-                         "chosen": "yes" if chosen else "", "at the grid's edge": "yes" if edge else ""})  # fmt: skip
-    return pd.DataFrame(rows).set_index(["method", "setting"])
+    """A pilot's table (:meth:`pflkit.tuning.Tuning.table`: every arm's validation accuracy over the
+    pilot seeds, whether it was chosen, whether a choice sits at its grid's edge) with each grid
+    value in words (:func:`value_words`)."""
+    return tuning.table().rename(index=value_words, level="setting")
 
 
 def cell_text(values: pd.Series, seeds) -> str:
