@@ -4,7 +4,7 @@ numbers the code uses: the verdict rule, stated once in the basics chapter."""
 from __future__ import annotations
 
 from .sweeps import IMPROVING_POINTS
-from .verdicts import CEILING, CONFIDENCE, DECISION_FLOOR, MIN_SEEDS, RESOLUTION, SD_UPPER, SEED_CAP
+from .verdicts import CEILING, CONFIDENCE, DECISION_FLOOR, MIN_SEEDS, RESOLUTION, SD_UPPER, SEED_CAP, words_text
 
 
 def verdict_rule() -> str:
@@ -87,19 +87,16 @@ def findings(rows: list[dict], bullets: int = 5, own=None) -> str:
             names = [r["claim"] for r in rows if r["verdict"] == w]
             out.append(f"* **{w}** ({n}): " + names[0] + (f"; and {n - 1} more" if n > 1 else "") + ".")
 
-    def count(group: list[dict]) -> str:
-        return ", ".join(f"{n} {w}" for w, n in Counter(r["verdict"] for r in group).most_common()) or "none"
-
     saturated = sum("saturated" in r.get("notes", "") for r in rows)
     satur = f" ({saturated} in saturated settings, no headline)" if saturated else ""
     if own is None:
-        out += ["", f"All {len(rows)} claims{satur}: {count(rows)}."]
+        out += ["", f"All {len(rows)} claims{satur}: {words_text(rows)}."]
     else:
         mine = [r for r in rows if own(r)]
         theirs = [r for r in rows if not own(r)]
         paper = f"The paper's {len(theirs)} claim" + "s" * (len(theirs) != 1)
         checks = f"our {len(mine)} own check" + "s" * (len(mine) != 1)
-        out += ["", f"{paper}: {count(theirs)}; {checks}: {count(mine)}{satur}."]
+        out += ["", f"{paper}: {words_text(theirs)}; {checks}: {words_text(mine)}{satur}."]
     lead = mechs + heads
     if lead:
         notes = [f"* {r['claim']}: {ours(r)}" + (f" ({r['notes']})" if r.get("notes") else "") + "." for r in lead]

@@ -401,6 +401,14 @@ def write_claims(rows: list[dict], path: str | None = None) -> None:
     data.to_csv(f, mode="a", header=not f.exists() or f.stat().st_size == 0, index=False)
 
 
+def words_text(rows) -> str:
+    """The verdict words of claims-table ``rows``, counted, most frequent first: "3 reproduces,
+    1 inconclusive" ("none" for no rows)."""
+    from collections import Counter
+
+    return ", ".join(f"{n} {w}" for w, n in Counter(r["verdict"] for r in rows).most_common()) or "none"
+
+
 def tally(data: pd.DataFrame) -> dict:
     """Verdict words of a claims file (:func:`claims_data`), counted: ``{word: n}`` plus the share
     of claims (mechanism checks included) left inconclusive or underpowered."""

@@ -41,12 +41,12 @@ from pflkit.chapters.pfedmb import (
     strength,
     t2_diffs,
     table2_probe,
-    tally_words,
     value_words,
     worst_gap,
 )
 from pflkit.engine import Federation, run
 from pflkit.methods import display_name
+from pflkit.verdicts import words_text
 from tests.conftest import tiny_config
 
 
@@ -271,9 +271,9 @@ def test_the_page_words_for_values_seeds_and_tallies():
             {"claim": "Table II: c beats d", "verdict": "contradicted", "kind": "claim"},
             {"claim": "Table II: e beats f", "verdict": "reproduces", "kind": "claim"}]  # fmt: skip
     assert [is_our_check(r) for r in rows] == [False, True, True, False, False]
-    assert tally_words([r for r in rows if not is_our_check(r)]) == "2 reproduces, 1 contradicted"
-    assert tally_words([r for r in rows if is_our_check(r)]) == "1 reproduces, 1 mechanism inert"
-    assert tally_words([]) == "none"
+    assert words_text([r for r in rows if not is_our_check(r)]) == "2 reproduces, 1 contradicted"
+    assert words_text([r for r in rows if is_our_check(r)]) == "1 reproduces, 1 mechanism inert"
+    assert words_text([]) == "none"
     assert [strength(x) for x in (0.08, -0.16, 0.3, 0.49, 0.9)] == [
         "very weak",
         "weak",

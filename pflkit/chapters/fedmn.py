@@ -14,6 +14,7 @@ from ..engine import Federation
 from ..methods import get_method
 from ..methods.fedmn import build_net, decision_swap_accuracy
 from ..models import build_model
+from ..verdicts import seeds_text
 
 
 def modular_net(cfg, shape=(1, 28, 28), classes: int = 10):
@@ -110,7 +111,7 @@ def clipped_interval(v, lo: float = -1.0, hi: float = 1.0, digits: int = 2, unit
     """A verdict's mean and 95 % interval as the claims table shows them, the interval cut to the
     range the quantity can take (an ARI is at most 1), for a claim row's ``ours``; ``unit=""`` leaves
     the unit out (a sentence that names it)."""
-    seeds = f"({v.n} seed{'s' if v.n != 1 else ''})"
+    seeds = f"({seeds_text(v.n)})"
     mean = f"{v.mean:+.{digits}f}" + (f" {unit}" if unit else "")
     if v.lo != v.lo:  # too few seeds for an interval
         return f"{mean} {seeds}"

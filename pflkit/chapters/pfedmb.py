@@ -391,13 +391,6 @@ def is_our_check(row: dict) -> bool:
     return row.get("kind") == "mechanism" or "(our diagnostic)" in row["claim"]
 
 
-def tally_words(rows) -> str:
-    """The verdict words of ``rows``, counted, most frequent first: "3 reproduces, 1 inconclusive"."""
-    from collections import Counter
-
-    return ", ".join(f"{n} {w}" for w, n in Counter(r["verdict"] for r in rows).most_common()) or "none"
-
-
 def strength(rho: float) -> str:
     """The size of a rank correlation in a word: below 0.1 "very weak", below 0.3 "weak", below 0.5
     "moderate", else "strong" (by its absolute value)."""
