@@ -222,6 +222,49 @@ def planned_sweep(
     return sweep(arms, seeds, store, **kw), plan
 
 
+EXTEND_CAP = 4  # a still-improving arm of a headline claim runs on to at most this many times its rounds
+
+
+def longer(cfg: RunConfig, factor: int) -> RunConfig:
+    """``cfg`` for ``factor`` times its rounds at the same per-round protocol (the same local work,
+    clients a round and rates; evaluations spaced ``factor`` times as far apart, so that as many are
+    made and the last fifth is still evaluated)."""
+    return dataclasses.replace(cfg, rounds=cfg.rounds * factor, eval_every=max(1, cfg.eval_every * factor))
+
+
+def until_flat(
+    result: SweepResult, arms: dict[str, RunConfig], store, *, only: Iterable[str] | None = None,
+    cap: int = EXTEND_CAP, **kw,
+) -> tuple[SweepResult, pd.DataFrame]:  # fmt: skip
+    """Every arm of ``only`` (default: all of ``arms``) that was still improving at the end of its
+    budget in ``result`` runs on: again with twice the rounds (:func:`longer`), on the seeds it
+    ran, until the budget flag no longer marks it or it reached ``cap`` times its rounds.  Each arm
+    is then read at its own stopping point, under its own name.  ``kw`` goes to :func:`sweep`
+    (``probe``, ...).  Returns the result (``result``'s runs, an extended arm's replaced by its
+    longest) and the budget report: per arm, the rounds it ran, as a multiple of its first budget,
+    its validation gain over the last fifth (mean over seeds) and whether it was still improving."""
+    if cap < 1:
+        raise PflkitError(f"cap must be >= 1, got {cap}")
+    only = list(arms) if only is None else [a for a in only if a in arms]
+    seeds = {a: sorted(s for (b, s) in result.records if b == a) for a in only}
+    records, factor = dict(result.records), dict.fromkeys(only, 1)
+    current, computed, reused = result, result.computed, result.reused
+    while todo := [a for a in only if seeds[a] and current.improving(a) and 2 * factor[a] <= cap]:
+        for a in todo:
+            factor[a] *= 2
+        res = sweep({a: longer(arms[a], factor[a]) for a in todo}, {a: seeds[a] for a in todo}, store, **kw)
+        records.update(res.records)
+        computed, reused = computed + res.computed, reused + res.reused
+        current = SweepResult(records, result.arms, result.seeds, computed, reused)
+    rows = []
+    for a in only:
+        gains = current.finals().query("arm == @a").gain_last_fifth
+        rows.append({"arm": a, "rounds": arms[a].rounds * factor[a], "budget": f"{factor[a]}×",
+                     "gain over the last fifth (points)": float(gains.mean()) if len(gains) else float("nan"),
+                     "still improving": current.improving(a)})  # fmt: skip
+    return current, pd.DataFrame(rows)
+
+
 def _local_workers(workers: int | None, threads: int, n_runs: int) -> int:
     limit = max(1, cores() // threads)
     if workers is None:

@@ -144,6 +144,31 @@ def test_a_planned_sweep_runs_the_pilot_then_each_claims_arms_to_its_plan(tmp_pa
     assert plan.loc["a", "plan"] == "6 seeds" and capped.seeds == [0, 1, 2, 3]  # the plan says 6; this build runs 4
 
 
+def test_a_still_improving_arm_runs_on_to_its_cap_at_the_same_per_round_protocol(tmp_path, monkeypatch):
+    base = ex.arms_for(["fedavg", "local"], tiny_config(rounds=2, eval_every=1))
+    first = ex.sweep(base, {"FedAvg": [0, 1, 2], "Local": [0]}, tmp_path, workers=1, progress=False)
+    longer = ex.longer(base["FedAvg"], 2)
+    assert (longer.rounds, longer.eval_every, longer.local_steps, longer.lr) == (4, 2, 8, 0.05)
+    flagged = {"FedAvg"}  # the budget flag, fixed here: FedAvg rises until 4x its rounds, Local never
+    monkeypatch.setattr(ex.SweepResult, "improving",
+                        lambda self, a: a in flagged and self[a, 0]["config"]["rounds"] < 8)  # fmt: skip
+    res, report = ex.until_flat(first, base, tmp_path, cap=4, workers=1, progress=False)
+    assert [res["FedAvg", s]["config"]["rounds"] for s in (0, 1, 2)] == [8, 8, 8]  # 2x, then 4x: its cap
+    assert (
+        res["Local", 0]["config"]["rounds"] == 2 and res.computed == 4 + 3 + 3
+    )  # the first 4 runs, then 3 seeds at 2x and at 4x
+    assert list(res.values("FedAvg").index) == [0, 1, 2] and list(res.values("Local").index) == [0]
+    assert (
+        report.set_index("arm").loc["FedAvg", "budget"] == "4×" and report.set_index("arm").loc["Local", "rounds"] == 2
+    )
+    capped, report = ex.until_flat(first, base, tmp_path, cap=2, only=["FedAvg"], workers=1, progress=False)
+    assert capped["FedAvg", 0]["config"]["rounds"] == 4 and capped.computed == 4  # stored: nothing run again
+    assert list(report.arm) == ["FedAvg"] and bool(report["still improving"].iloc[0])
+    flagged.clear()
+    same, _ = ex.until_flat(first, base, tmp_path, workers=1, progress=False)
+    assert same.records == first.records  # nothing rising: nothing runs
+
+
 def test_a_read_only_store_computes_nothing_and_says_what_it_lacks(tmp_path, monkeypatch):
     ex.sweep(arms(), [0], tmp_path, workers=1, progress=False)
     log = tmp_path / "usage.jsonl"
