@@ -3,8 +3,23 @@ numbers the code uses: the verdict rule, stated once in the basics chapter."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .sweeps import IMPROVING_POINTS
-from .verdicts import CEILING, CONFIDENCE, DECISION_FLOOR, MIN_SEEDS, RESOLUTION, SD_UPPER, SEED_CAP, words_text
+from .verdicts import (
+    CEILING,
+    CONFIDENCE,
+    DECISION_FLOOR,
+    MIN_SEEDS,
+    RESOLUTION,
+    SD_UPPER,
+    SEED_CAP,
+    verdict_text,
+    words_text,
+)  # fmt: skip
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def verdict_rule() -> str:
@@ -38,16 +53,22 @@ written once in the kit (`pflkit.verdicts`), gives every verdict in the book:
    sign test one time in four by chance alone.
 6. **Mechanism first.** What makes a method different (a router, a distillation weight, cluster
    moves, generated weights) is checked to act in the runs, against a control that removes it. A
-   headline claim whose mechanism does not act reads **mechanism inert**: the runs then say nothing
-   about the method, whatever its accuracy.
+   claim whose mechanism does not act keeps its word and carries the flag **mechanism inert** beside
+   it: the word still says what the difference is, and the flag says that the method's own mechanism
+   is not why.
 7. **Saturation.** A setting whose strongest arm lies within {CEILING:g} points of 100 %, or whose
    arms all lie within {RESOLUTION:g} point of each other, is **saturated**: its table stays, labelled,
-   and none of its claims is a headline.
+   and none of its claims is a headline: they carry the flag **saturated**.
 8. **Budget.** A run is *still improving* when its mean validation accuracy rose by more than
-   {IMPROVING_POINTS:g} point over the last fifth of its rounds. A verdict resting on such an arm says
-   **budget-limited**, with how far the arm was still rising: it tells how fast the methods learn at
-   our budget, not where they end up. When a run was not evaluated both before and inside its last
+   {IMPROVING_POINTS:g} point over the last fifth of its rounds. An arm of a headline claim that is
+   still improving runs on, with twice its rounds at the same per-round protocol, until it stops
+   improving or reaches the cap its chapter states; each arm is then read at its own stopping point.
+   A verdict that still rests on a rising arm carries the flag **budget-limited**, with how far the arm
+   was still rising: it tells how fast the methods learn at our budget, not where they end up. When a run was not evaluated both before and inside its last
    fifth, the table says *budget not measured*.
+
+The flags (*budget-limited*, *saturated*, *mechanism inert*) stand beside the word wherever it is
+printed, and the tallies count words and flags apart.
 
 Choices (a round, a number of clusters or branches, a learning rate, an option, a split) are made on
 the clients' validation splits only; the kit refuses a test metric for a choice. Runs are kept in a
@@ -55,49 +76,112 @@ result store (one JSON file per run, keyed by its configuration), so re-executin
 only what changed, and a sweep interrupted half-way resumes where it stopped."""
 
 
+GLANCE = {  # the results-at-a-glance table: claims data column -> header
+    "short": "The paper claims",
+    "paper": "The paper's margin",
+    "setting": "Our setting",
+    "ours": "Ours (95 % CI, seeds)",
+    "verdict": "Verdict",
+    "why": "Why",
+}
+RUNS = (
+    "Every number of ours comes from Fashion-MNIST with LeNet-scale models at CPU budgets, over {seeds}; "
+    "the papers ran CIFAR, EMNIST, FEMNIST or FedCelebA at their own budgets. A verdict judges the direction "
+    "of a difference over seeds, not its size: the paper's margin stands beside ours."
+)
+
+
+def glance(data) -> pd.DataFrame:
+    """The results at a glance, from claims data (:func:`pflkit.verdicts.claims_data`, or a chapter's
+    claims file): one row per claim the paper leads with (``lead``), in the paper's order, its word
+    and flags together."""
+    import pandas as pd
+
+    if "lead" not in data:
+        return pd.DataFrame(columns=list(GLANCE.values()))
+    d = data[data["lead"].astype(str).str.strip() != ""]
+    d = d.assign(_order=pd.to_numeric(d["lead"])).sort_values("_order", kind="stable")
+    flags = d["flags"].fillna("").astype(str) if "flags" in d else pd.Series("", index=d.index)
+    out = d.assign(verdict=[" · ".join([w, *[f for f in fl.split("; ") if f]]) for w, fl in zip(d["verdict"], flags)])
+    out = out.assign(paper=out["paper"].replace("", "—"), why=out["why"].replace("", "—"))
+    return out[list(GLANCE)].rename(columns=GLANCE).reset_index(drop=True)
+
+
+def runs_sentence(data) -> str:
+    """The sentence above a glance table: what every run of ours is, with the seeds it rests on."""
+    seeds = [int(n) for n in data["seeds"] if int(n) > 0] if len(data) else []
+    span = (
+        "no seeds"
+        if not seeds
+        else f"{min(seeds)} seeds"
+        if min(seeds) == max(seeds)
+        else f"{min(seeds)}–{max(seeds)} seeds"
+    )
+    return RUNS.format(seeds=span)
+
+
+def markdown_table(table) -> str:
+    """A DataFrame as a Markdown pipe table (no index; "—" for a missing value; "|" escaped)."""
+
+    def cell(v) -> str:
+        text = "—" if v is None or v != v or str(v) == "" else str(v)
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(c) for c in table.columns) + " |", "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines)
+
+
 def findings(rows: list[dict], bullets: int = 5, own=None) -> str:
     """A chapter's findings as Markdown, from its claims (the rows of :func:`pflkit.verdicts.claim_row`
-    and :func:`pflkit.verdicts.mechanism`), short enough for the top of a page: at most ``bullets``
-    bullets (the mechanism checks in one, with their words; then the headline claims, each with its
-    word, our difference and the paper's; a chapter that marks no headline gets one bullet per verdict
-    word, with its first claim), the count of every word, and every lead claim with its numbers and
-    notes in a folded list.  ``own`` (row -> bool): the rows that are checks of our own, not claims
-    of the paper; the count then gives the two apart."""
+    and :func:`pflkit.verdicts.mechanism`), short enough for the top of a page: the results at a
+    glance (the claims the paper leads with, :func:`pflkit.verdicts.lead`, in its order, whatever our
+    verdict) under the sentence that says what our runs are; then the mechanism checks in one bullet;
+    a chapter that marks no lead claim gets its headline claims as bullets instead (at most
+    ``bullets``), or one bullet per verdict word.  Then the count of the paper's claims apart from our
+    own checks (``own``: row -> bool, default :func:`pflkit.verdicts.is_own`), each word with its
+    flags, and every lead claim with its numbers and notes in a folded list."""
     from collections import Counter
+
+    from .verdicts import claims_data, is_own
+
+    own = own or is_own
 
     def ours(r: dict) -> str:
         paper = f"; the paper: {r['paper']}" if r.get("paper") else ""
-        return f"**{r['verdict']}**, ours {r['ours (a − b, 95 % CI)']}{paper}"
+        return f"{verdict_text(r)}, ours {r['ours (a − b, 95 % CI)']}{paper}"
 
+    leads = sorted((r for r in rows if r.get("lead")), key=lambda r: r["lead"])
     heads = [r for r in rows if r.get("headline")]
     mechs = [r for r in rows if r.get("kind") == "mechanism"]
     out = []
+    if leads:
+        data = claims_data(leads)
+        out += [runs_sentence(data), "", markdown_table(glance(data)), ""]
     if mechs:  # the numbers: in the folded list below
         out.append("* **Does the mechanism act?** " + "; ".join(_mechanism_words(mechs)) + ".")
-    room = bullets - len(out)
-    shown = heads if len(heads) <= room else heads[: room - 1]
-    out += [f"* {r['claim']}: {ours(r)}." for r in shown]
-    if rest := heads[len(shown) :]:
-        more = Counter(r["verdict"] for r in rest)
-        words_more = ", ".join(f"{n} {w}" for w, n in more.most_common())
-        out.append(f"* {len(rest)} more headline claims ({words_more}): in the list below.")
-    words = Counter(r["verdict"] for r in rows)
-    if not heads and not mechs:  # no claim marked as the chapter's lead: what each word covers
-        for w, n in words.most_common(bullets):
-            names = [r["claim"] for r in rows if r["verdict"] == w]
-            out.append(f"* **{w}** ({n}): " + names[0] + (f"; and {n - 1} more" if n > 1 else "") + ".")
+    if not leads:
+        room = bullets - len(out)
+        shown = heads if len(heads) <= room else heads[: room - 1]
+        out += [f"* {r['claim']}: {ours(r)}." for r in shown]
+        if rest := heads[len(shown) :]:
+            more = Counter(r["verdict"] for r in rest)
+            words_more = ", ".join(f"{n} {w}" for w, n in more.most_common())
+            out.append(f"* {len(rest)} more headline claims ({words_more}): in the list below.")
+        if not heads and not mechs:  # no claim marked as the chapter's lead: what each word covers
+            for w, n in Counter(r["verdict"] for r in rows).most_common(bullets):
+                names = [r["claim"] for r in rows if r["verdict"] == w]
+                out.append(f"* **{w}** ({n}): " + names[0] + (f"; and {n - 1} more" if n > 1 else "") + ".")
 
-    saturated = sum("saturated" in r.get("notes", "") for r in rows)
-    satur = f" ({saturated} in saturated settings, no headline)" if saturated else ""
-    if own is None:
-        out += ["", f"All {len(rows)} claims{satur}: {words_text(rows)}."]
-    else:
-        mine = [r for r in rows if own(r)]
-        theirs = [r for r in rows if not own(r)]
-        paper = f"The paper's {len(theirs)} claim" + "s" * (len(theirs) != 1)
-        checks = f"our {len(mine)} own check" + "s" * (len(mine) != 1)
-        out += ["", f"{paper}: {words_text(theirs)}; {checks}: {words_text(mine)}{satur}."]
-    lead = mechs + heads
+    mine = [r for r in rows if own(r)]
+    theirs = [r for r in rows if not own(r)]
+    paper = f"The paper's {len(theirs)} claim" + "s" * (len(theirs) != 1)
+    checks = f"our {len(mine)} own check" + "s" * (len(mine) != 1)
+    out += [
+        "",
+        f"{paper}: {words_text(theirs)}; {checks}: {words_text(mine)}." if mine else f"{paper}: {words_text(theirs)}.",
+    ]
+    lead = list({id(r): r for r in [*leads, *mechs, *heads]}.values())
     if lead:
         notes = [f"* {r['claim']}: {ours(r)}" + (f" ({r['notes']})" if r.get("notes") else "") + "." for r in lead]
         out += ["", ":::{dropdown} Every lead claim, with its notes", *notes, ":::"]
@@ -111,7 +195,7 @@ def _mechanism_words(mechs: list[dict]) -> list[str]:
     for r in mechs:
         where, _, what = r["claim"].rpartition(": ") if ": " in r["claim"] else ("", "", r["claim"])
         where, _, _ = where.partition(": mechanism")  # "Table 1, Non-IID_1: mechanism" -> "Table 1, Non-IID_1"
-        checks.setdefault(what, []).append((where, r["verdict"]))
+        checks.setdefault(what, []).append((where, verdict_text(r, bold=False)))
     out = []
     for what, found in checks.items():
         if len(found) == 1:

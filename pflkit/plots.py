@@ -57,7 +57,7 @@ def arm_palette(arms, palette: str = "tab10") -> dict:
 
 VERDICT_COLOURS = {  # one colour per verdict word, in every chapter's plot of its claims
     "reproduces": "#2a9d8f", "contradicted": "#e76f51", "no difference": "#6c757d", "inconclusive": "#e9c46a",
-    "underpowered": "#b08968", "mechanism inert": "#7b2cbf", "not tested": "#adb5bd",
+    "underpowered": "#b08968", "not tested": "#adb5bd",
 }  # fmt: skip
 
 

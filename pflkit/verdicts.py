@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 
 MIN_SEEDS = 3  # a verdict needs at least this many paired seeds
 CONFIDENCE = 0.95
-WORDS = (
-    "reproduces", "contradicted", "no difference", "inconclusive", "underpowered", "not tested", "mechanism inert",
-)  # fmt: skip
+WORDS = ("reproduces", "contradicted", "no difference", "inconclusive", "underpowered", "not tested")
+# flags stand beside a claim's word wherever it is printed; they never replace it
+INERT, SATURATED, BUDGET_LIMITED = "mechanism inert", "saturated", "budget-limited"
+FLAGS = (BUDGET_LIMITED, SATURATED, INERT)
 RESOLUTION = 1.0  # points: the default m of the "no difference" word (a claim may state its own)
 CEILING = 2.0  # points: a setting whose strongest arm lies within this of 100 % is saturated
 SEED_CAP = 10  # the most seeds a claim is planned for at `book`
@@ -40,7 +41,12 @@ MEANINGS = {  # each word in one line, for a page that lists them (the verdict r
     "inconclusive": "the claim ran to its seed plan and its interval still decides nothing",
     "underpowered": "its pilot shows that the seed cap cannot decide it, so no more seeds were run",
     "not tested": f"fewer than {MIN_SEEDS} seeds, or nothing here can measure it",
-    "mechanism inert": "what makes the method different does not act in these runs, so the claim says nothing about it",
+}
+FLAG_MEANINGS = {  # each flag in one line; a flag stands beside the word, never in its place
+    BUDGET_LIMITED: "an arm of the claim was still improving when its budget ended (how far it still rose is given)",
+    SATURATED: "the setting leaves no room to judge (an arm within 2 points of 100 %, or every arm alike): no headline",
+    INERT: "what makes the method different does not act in these runs (its mechanism check), so the word says "
+    "nothing about that mechanism",
 }
 
 
@@ -291,8 +297,14 @@ def claim(
     options of :func:`claim_row`)."""
     v = result.compare(a, b, metric, margin, resolution)
     if v.budget:  # say how far the arms still moved: a budget-limited verdict is read with that in mind
-        row["note"] = "; ".join(x for x in (row.get("note", ""), still_moving(result, a, b)) if x)
+        row.setdefault("rising", rising(result, a, b))
     return claim_row(text, v, paper, **row)
+
+
+def rising(result: SweepResult, *arms: str) -> str:
+    """How far each still-improving arm rose over its last fifth, for the budget flag: "FedAvg +1.2"."""
+    f = result.finals()
+    return ", ".join(f"{a} +{f[f.arm == a].gain_last_fifth.mean():.1f}" for a in arms if result.improving(a))
 
 
 def still_moving(result: SweepResult, *arms: str) -> str:
@@ -308,7 +320,7 @@ def still_moving(result: SweepResult, *arms: str) -> str:
 def claim_row(
     text: str, v: Verdict, paper: str = "", *, ours: str | None = None, digits: int = 1, headline: bool = False,
     saturated: str = "", mechanism: dict | None = None, plan: pd.DataFrame | None = None, plan_name: str | None = None,
-    note: str = "",
+    note: str = "", rising: str = "",
 ) -> dict:  # fmt: skip
     """A claims-table row for any verdict of :func:`verdict` (per-seed differences of a quantity
     that is not one final metric of two arms: an ARI, a subspace angle...).  ``ours`` replaces
@@ -316,9 +328,11 @@ def claim_row(
 
     ``headline``: a claim the chapter's findings lead with; ``saturated`` (the reason of
     :func:`saturation`) makes it a labelled secondary claim.  ``mechanism``: the row of the
-    :func:`mechanism` check the claim rests on; a headline whose mechanism is inert reads
-    *mechanism inert*.  ``plan`` (:func:`seed_plan`, row ``plan_name`` or ``text``): an undecided
-    claim its plan called underpowered reads *underpowered*.  ``note``: anything else the reader needs."""
+    :func:`mechanism` check the claim rests on; a claim whose mechanism is inert keeps its word and
+    carries the flag *mechanism inert*.  ``plan`` (:func:`seed_plan`, row ``plan_name`` or ``text``):
+    an undecided claim its plan called underpowered reads *underpowered*.  ``note``: anything else the
+    reader needs; ``rising``: how far the arms of a budget-limited verdict still rose ("FedAvg +1.2",
+    :func:`rising`)."""
     unit = "" if v.unit == "points" else f" {v.unit}"
     if ours is None:
         if v.n == 0:
@@ -328,40 +342,98 @@ def claim_row(
         else:
             ours = f"{v.mean:+.{digits}f}{unit} [{v.lo:+.{digits}f}, {v.hi:+.{digits}f}] ({v.n} seeds)"
     word, need = underpowered(v, plan, plan_name or text)
-    notes = [x for x in (need, note) if x]
+    notes, flags = [x for x in (need, note) if x], []
+    if v.budget:
+        flags.append(f"{BUDGET_LIMITED} ({rising} points over the last fifth)" if rising else v.flag)
     if saturated:
         notes.append(saturated)
+        flags.append(SATURATED)
         headline = False
     if mechanism is not None:
-        notes.append(f"mechanism: {mechanism['verdict']}")
-        if mechanism["verdict"] == "mechanism inert":
-            word = "mechanism inert"
+        notes.append(f"mechanism: {verdict_text(mechanism, bold=False)}, {mechanism['ours (a − b, 95 % CI)']}")
+        if INERT in mechanism.get("flags", []):
+            flags.append(INERT)
     row = {"claim": text, "paper": paper, "ours (a − b, 95 % CI)": ours, "verdict": word, "budget": v.flag}
-    return row | {"notes": "; ".join(notes), "headline": headline, "kind": "claim", "_v": v}
+    return row | {"flags": flags, "notes": "; ".join(notes), "headline": headline, "kind": "claim", "_v": v}
+
+
+def flagged(row: dict, flag: str) -> bool:
+    """Whether a claims row carries ``flag`` (:data:`FLAGS`; the budget flag with its detail)."""
+    return any(f == flag or f.startswith(flag + " (") for f in row.get("flags", []))
+
+
+def verdict_text(row: dict, bold: bool = True) -> str:
+    """A claim's verdict as every page prints it: its word, then its flags beside it
+    ("**reproduces** · *budget-limited (FedAvg +1.2 points over the last fifth)*")."""
+    word = f"**{row['verdict']}**" if bold else row["verdict"]
+    flags = [f"*{f}*" if bold else f for f in row.get("flags", [])]
+    return " · ".join([word, *flags])
+
+
+def say(row: dict) -> str:
+    """A claim as a page's sentence prints it: its row's word and flags (never the bare verdict's,
+    which cannot know *underpowered*), then our difference: "**underpowered**, +0.7 [−1.6, +3.0] (3 seeds)"."""
+    return f"{verdict_text(row)}, {row['ours (a − b, 95 % CI)']}"
+
+
+def lead(row: dict, order: int, short: str, *, setting: str, why: str = "") -> dict:
+    """``row`` marked as one of the claims its paper leads with (``order``: its place in the paper's own
+    order), with what the results-at-a-glance table says of it: ``short``, the claim in a few words;
+    ``setting``, ours in a few words beside the paper's; ``why``, one line on what the verdict rests on."""
+    return row | {"lead": int(order), "short": short, "setting": setting, "why": why}
+
+
+def mark_leads(rows: list[dict], leads: list[tuple[str, str, str, str]], *, every: bool = True) -> list[dict]:
+    """``rows`` with the claims the paper leads with marked (:func:`lead`), in place and in the paper's
+    order: ``leads`` holds, per lead claim, the start of its row's claim, the claim in a few words, our
+    setting in a few words and the one line of why.  A start that names no row, or several, is an error:
+    a lead claim is never dropped in silence (``every=False``: a profile that does not run some of
+    them, such as `smoke`, skips those that name no row)."""
+    from .errors import PflkitError
+
+    for order, (start, short, setting, why) in enumerate(leads, 1):
+        found = [i for i, r in enumerate(rows) if r["claim"].startswith(start)]
+        if not found and not every:
+            continue
+        if len(found) != 1:
+            raise PflkitError(f"{len(found)} claims start with {start!r}: a lead claim names exactly one")
+        rows[found[0]] = lead(rows[found[0]], order, short, setting=setting, why=why)
+    return rows
+
+
+OWN = ("ours", "(ours", "our check", "our diagnostic", "beyond the paper")  # how a check of our own is named
+
+
+def is_own(row: dict) -> bool:
+    """A claims row that is a check of our own (a mechanism check, a control or split we chose, a
+    question beyond the paper), not a claim of the paper: counted apart."""
+    text = row["claim"].lower()
+    return bool(row.get("own")) or row.get("kind") == "mechanism" or any(m in text for m in OWN)
 
 
 def in_words(row: dict) -> str:
     """A claims-table row (:func:`claim_row`) as a page's sentence says it: the row's own word
-    (*underpowered* and *mechanism inert* included, which the bare :class:`Verdict` cannot know),
-    our difference and interval, then the budget flag and the notes."""
-    extra = ", ".join(x for x in (row.get("budget", ""), row.get("notes", "")) if x)
-    return f"{row['verdict']}, {row['ours (a − b, 95 % CI)']}" + (f" ({extra})" if extra else "")
+    (*underpowered* included, which the bare :class:`Verdict` cannot know) with its flags, our
+    difference and interval, then the notes."""
+    extra = row.get("notes", "")
+    return f"{verdict_text(row, bold=False)}, {row['ours (a − b, 95 % CI)']}" + (f" ({extra})" if extra else "")
 
 
 def mechanism(text: str, v: Verdict, paper: str = "", *, control: str, **row) -> dict:
     """A mechanism check: "what makes the method different acts in these runs", judged by the
     rule on a diagnostic against its ``control`` (per-seed differences, the acting side > 0: trained
     vs frozen component, λ = 0, uniform weights, one cluster, a shared embedding).  It reads
-    *reproduces* when it acts and *mechanism inert* when it does not (no difference at its
-    resolution, or the other side); a headline claim links to it (:func:`claim_row`)."""
+    *reproduces* when it acts and carries the flag *mechanism inert* when it does not (no difference at its
+    resolution, or the other side: its word, with the flag); a headline claim links to it
+    (:func:`claim_row`) and carries the flag too."""
     r = claim_row(text, v, paper, **row)
     if r["verdict"] in ("no difference", "contradicted"):
-        r["verdict"] = "mechanism inert"
+        r["flags"] = [*r["flags"], INERT]
     r["notes"] = "; ".join(x for x in (f"against {control}", r["notes"]) if x)
     return r | {"kind": "mechanism", "headline": False}
 
 
-CLAIM_COLUMNS = ["paper", "ours (a − b, 95 % CI)", "verdict", "budget", "notes"]
+CLAIM_COLUMNS = ["paper", "ours (a − b, 95 % CI)", "verdict", "notes"]
 
 
 def claims_table(rows: list[dict]) -> pd.DataFrame:
@@ -369,7 +441,8 @@ def claims_table(rows: list[dict]) -> pd.DataFrame:
     :func:`mechanism`); a *notes* column only when a row has notes.  With ``PFLBOOK_CLAIMS_FILE``
     set (the book's build sets it) the rows are also written there, as data: claim, paper, ours,
     the mean, interval and seeds, verdict, budget flag, notes, headline, kind."""
-    table = pd.DataFrame([{k: r.get(k, "") for k in ("claim", *CLAIM_COLUMNS)} for r in rows]).set_index("claim")
+    table = pd.DataFrame([{k: r.get(k, "") for k in ("claim", *CLAIM_COLUMNS)} | {"verdict": verdict_text(r, bold=False)}
+                          for r in rows]).set_index("claim")  # fmt: skip
     write_claims(rows)
     return table if (table["notes"] != "").any() else table.drop(columns="notes")
 
@@ -383,7 +456,9 @@ def claims_data(rows: list[dict]) -> pd.DataFrame:
                     "paper": r.get("paper", ""), "ours": r.get("ours (a − b, 95 % CI)", ""),
                     "mean": getattr(v, "mean", float("nan")), "lo": getattr(v, "lo", float("nan")),
                     "hi": getattr(v, "hi", float("nan")), "seeds": getattr(v, "n", 0), "unit": getattr(v, "unit", ""),
-                    "verdict": r["verdict"], "budget": r.get("budget", ""), "notes": r.get("notes", "")})  # fmt: skip
+                    "verdict": r["verdict"], "flags": "; ".join(r.get("flags", [])), "budget": r.get("budget", ""),
+                    "notes": r.get("notes", ""), "lead": r.get("lead", ""), "short": r.get("short", ""),
+                    "setting": r.get("setting", ""), "why": r.get("why", ""), "own": is_own(r)})  # fmt: skip
     return pd.DataFrame(out)
 
 
@@ -402,20 +477,26 @@ def write_claims(rows: list[dict], path: str | None = None) -> None:
 
 
 def words_text(rows) -> str:
-    """The verdict words of claims-table ``rows``, counted, most frequent first: "3 reproduces,
-    1 inconclusive" ("none" for no rows)."""
+    """The verdict words of claims-table ``rows``, counted, most frequent first, then the flags
+    apart: "3 reproduces, 1 inconclusive (flagged: 1 mechanism inert)" ("none" for no rows)."""
     from collections import Counter
 
-    return ", ".join(f"{n} {w}" for w, n in Counter(r["verdict"] for r in rows).most_common()) or "none"
+    text = ", ".join(f"{n} {w}" for w, n in Counter(r["verdict"] for r in rows).most_common()) or "none"
+    flags = [f"{n} {f}" for f in FLAGS if (n := sum(flagged(r, f) for r in rows))]
+    return text + (f" (flagged: {', '.join(flags)})" if flags else "")
 
 
 def tally(data: pd.DataFrame) -> dict:
-    """Verdict words of a claims file (:func:`claims_data`), counted: ``{word: n}`` plus the share
-    of claims (mechanism checks included) left inconclusive or underpowered."""
+    """Verdict words of a claims file (:func:`claims_data`), counted: ``{word: n}``, each flag apart
+    (``{flag: n}``: a flagged claim keeps its word), and the share of claims (mechanism checks
+    included) left inconclusive or underpowered."""
     words = data["verdict"].value_counts().to_dict()
+    flags = data["flags"].fillna("").astype(str) if "flags" in data else pd.Series([""] * len(data))
+    counts = {f: int(flags.apply(lambda x, f=f: any(y.startswith(f) for y in x.split("; ") if y)).sum()) for f in FLAGS}
     open_ = int(data["verdict"].isin(["inconclusive", "underpowered"]).sum())
     return {"claims": len(data), **{w: int(words.get(w, 0)) for w in WORDS if words.get(w)},
-            "open": open_, "open_share": open_ / len(data) if len(data) else 0.0}  # fmt: skip
+            **{f: n for f, n in counts.items() if n}, "open": open_,
+            "open_share": open_ / len(data) if len(data) else 0.0}  # fmt: skip
 
 
 def paper_vs_ours(

@@ -71,7 +71,7 @@ def test_c_mechanism_reads_inert_below_the_threshold_and_acts_above_it():
     assert acts["_v"].n == 3 and acts["_v"].mean == pytest.approx(0.3 - 0.01)
     assert "0.300" in acts["ours (a − b, 95 % CI)"] and "above 0.01 on 3" in acts["ours (a − b, 95 % CI)"]
     inert = c_mechanism("c moves", Result(0.01), "KT-pFL", [0, 1, 2], threshold=0.01)  # |c − 1/2| ≈ 0.003
-    assert inert["verdict"] == "mechanism inert"
+    assert inert["verdict"] == "contradicted" and inert["flags"] == ["mechanism inert"]
 
 
 def test_label_similarity_is_one_on_the_diagonal():

@@ -199,9 +199,9 @@ def table2_result():
         by_arm[f"Local ({w})"] = [record(0.6 + shift, 0.5)] * 3
     published = pd.DataFrame(
         {
-            "setting": ["10 clients / size S", "10 clients / size S", "10 clients / size M", "10 clients / size M"],
-            "method": ["pFedHN", "FedAvg", "pFedHN", "FedAvg"],
-            "value": [80.0, 75.0, 82.0, 78.0],
+            "setting": ["10 clients / size S"] * 3 + ["10 clients / size M"] * 2,
+            "method": ["pFedHN", "FedAvg", "pFedMe", "pFedHN", "FedAvg"],  # pFedMe: the paper's, not among ours
+            "value": [80.0, 75.0, 77.0, 82.0, 78.0],
         }
     )
     return result(by_arm), groups, published
@@ -225,8 +225,11 @@ def test_table2_helpers_split_the_hypernetwork_by_size():
     assert table.loc["FedAvg", "paper CIFAR-10 M"] == 78.0 and np.isnan(table.loc["Local", "paper CIFAR-10 S"])
     rows, lines = table2_claims(res, best, diffs, None, **args, published=published, resolution=1.0)
     assert [r["claim"] for r in rows] == list(diffs)
-    assert rows[0]["verdict"] == "reproduces" and rows[0]["paper"] == "+5.0 vs FedAvg (CIFAR-10)"
-    assert lines[0] == f"* Size S: pFedHN − FedAvg (S): **{rows[0]['_v']}**."
+    assert (
+        rows[0]["verdict"] == "reproduces" and rows[0]["paper"] == "+3.0 vs pFedMe (CIFAR-10)"
+    )  # the paper's strongest
+    assert rows[1]["paper"] == "+4.0 vs FedAvg (CIFAR-10)"
+    assert lines[0] == "* Size S: pFedHN − FedAvg (S): **reproduces**, +15.0 [+15.0, +15.0] (3 seeds)."
 
 
 def test_size_swaps_average_the_sizes_per_seed():

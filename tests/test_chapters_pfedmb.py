@@ -267,12 +267,14 @@ def test_the_page_words_for_values_seeds_and_tallies():
     assert cell_text(v, [0, 1, 2, 5]) == "82.0 ± 5.0 (3 seeds)" and cell_text(v, [7]) == "—"
     rows = [{"claim": "Table I: a beats b", "verdict": "reproduces", "kind": "claim"},
             {"claim": "Table I with x (our diagnostic): a beats b", "verdict": "reproduces", "kind": "claim"},
-            {"claim": "Mechanism: α follows the data", "verdict": "mechanism inert", "kind": "mechanism"},
+            {"claim": "Mechanism: α follows the data", "verdict": "no difference", "kind": "mechanism", "flags": ["mechanism inert"]},
             {"claim": "Table II: c beats d", "verdict": "contradicted", "kind": "claim"},
             {"claim": "Table II: e beats f", "verdict": "reproduces", "kind": "claim"}]  # fmt: skip
     assert [is_our_check(r) for r in rows] == [False, True, True, False, False]
     assert words_text([r for r in rows if not is_our_check(r)]) == "2 reproduces, 1 contradicted"
-    assert words_text([r for r in rows if is_our_check(r)]) == "1 reproduces, 1 mechanism inert"
+    assert (
+        words_text([r for r in rows if is_our_check(r)]) == "1 reproduces, 1 no difference (flagged: 1 mechanism inert)"
+    )
     assert words_text([]) == "none"
     assert [strength(x) for x in (0.08, -0.16, 0.3, 0.49, 0.9)] == [
         "very weak",

@@ -107,22 +107,36 @@ def test_saturation_flags_a_ceiling_or_arms_that_all_agree():
     assert saturation(_Result({"A": 80.0, "B": 85.0})) == ""
     row = claim_row("A beats B", verdict([1.0, 1.2, 0.8]), headline=True, saturated="saturated: x")
     assert row["headline"] is False and row["notes"] == "saturated: x" and row["verdict"] == "reproduces"
+    assert row["flags"] == ["saturated"]
 
 
-def test_a_headline_on_an_inert_mechanism_reads_mechanism_inert(tmp_path, monkeypatch):
+def test_an_inert_mechanism_is_a_flag_beside_the_word_wherever_the_claim_is_printed(tmp_path, monkeypatch):
+    from pflkit.verdicts import flagged, verdict_text
+
     inert = mechanism("weights differ", verdict([0.1, -0.1, 0.0], resolution=1.0), control="a shared embedding")
     acts = mechanism("weights differ", verdict([5.0, 6.0, 7.0], resolution=1.0), control="a shared embedding")
-    assert inert["verdict"] == "mechanism inert" and inert["notes"] == "against a shared embedding"
-    assert acts["verdict"] == "reproduces"
-    head = claim_row("beats", verdict([2.0, 3.0, 4.0]), headline=True, mechanism=inert)
-    assert head["verdict"] == "mechanism inert" and head["headline"] is True
-    assert claim_row("beats", verdict([2.0, 3.0, 4.0]), mechanism=acts)["verdict"] == "reproduces"
+    assert inert["verdict"] == "no difference" and inert["flags"] == ["mechanism inert"]
+    assert (
+        inert["notes"] == "against a shared embedding"
+        and verdict_text(inert) == "**no difference** · *mechanism inert*"
+    )
+    assert acts["verdict"] == "reproduces" and acts["flags"] == []
+    head = claim_row("beats", verdict([2.0, 3.0, 4.0], budget=True), headline=True, mechanism=inert, rising="A +1.5")
+    assert head["verdict"] == "reproduces" and head["headline"] is True and flagged(head, "mechanism inert")
+    assert head["flags"] == ["budget-limited (A +1.5 points over the last fifth)", "mechanism inert"]
+    assert "mechanism: no difference · mechanism inert, +0.0 [" in head["notes"]  # what the check measured
+    assert claim_row("beats", verdict([2.0, 3.0, 4.0]), mechanism=acts)["flags"] == []
     f = tmp_path / "claims.csv"
     monkeypatch.setenv("PFLBOOK_CLAIMS_FILE", str(f))
     table = claims_table([inert, acts, head])
     assert list(table.columns)[-1] == "notes" and len(pd.read_csv(f)) == 3
+    assert (
+        table.loc["beats", "verdict"]
+        == "reproduces · budget-limited (A +1.5 points over the last fifth) · mechanism inert"
+    )
     t = tally(pd.read_csv(f))
-    assert t["claims"] == 3 and t["mechanism inert"] == 2 and t["open"] == 0
+    assert t["claims"] == 3 and t["reproduces"] == 2 and t["no difference"] == 1 and t["mechanism inert"] == 2
+    assert t["budget-limited"] == 1 and t["open"] == 0 and "saturated" not in t
     monkeypatch.delenv("PFLBOOK_CLAIMS_FILE")
     assert "notes" not in claims_table([claim_row("c", verdict([1.0, 1.1, 0.9]))]).columns
 
@@ -148,7 +162,9 @@ def test_the_verdict_rule_page_states_the_kits_numbers():
 
     text = pages.verdict_rule()
     assert f"at most {verdicts.SEED_CAP}" in text and f"{verdicts.CEILING:g} points of 100 %" in text
-    assert f"rose by more than\n   {IMPROVING_POINTS:g} point" in text and "**mechanism inert**" in text
+    assert (
+        f"rose by more than {IMPROVING_POINTS:g} point" in text.replace("\n   ", " ") and "**mechanism inert**" in text
+    )
     assert "{" not in text.replace("\\mathrm{acc}", "").replace("{0.975", "").replace("\\sqrt{n}", "")
 
 
@@ -165,20 +181,39 @@ def test_findings_lead_with_mechanisms_and_headlines():
     assert short.index("weights differ: **reproduces**") < short.index("A beats B: **reproduces**")
     assert "+6.0" not in short and "+6.0" in text  # a mechanism's numbers: in the folded list only
     assert "C beats D" not in text and "Mechanism (x)" not in short and "the paper: +1.7" in short
-    assert "All 3 claims (1 in saturated settings, no headline): 2 reproduces, 1 inconclusive." in text
-    assert "(mechanism: reproduces)" in text.split(":::")[1]  # the notes, folded
+    assert (
+        "The paper's 2 claims: 1 inconclusive, 1 reproduces (flagged: 1 saturated); our 1 own check: 1 reproduces."
+        in text
+    )
+    assert "(mechanism: reproduces, +6.0 [" in text.split(":::")[1]  # the notes, folded
     many = [claim_row(f"H{i} beats B", verdict([2.0, 3.0, 4.0]), headline=True) for i in range(7)]
     bullets = [
         line for line in findings([mech, *many], bullets=5).split(":::")[0].splitlines() if line.startswith("* ")
     ]
     assert len(bullets) == 5 and bullets[-1] == "* 4 more headline claims (4 reproduces): in the list below."
-    split = findings([other, head, mech], own=lambda r: r["kind"] == "mechanism")
-    assert (
-        "The paper's 2 claims: 1 inconclusive, 1 reproduces; our 1 own check: 1 reproduces "
-        "(1 in saturated settings, no headline)." in split
-    )
     plain = findings([other, claim_row("E beats F", verdict([2.0, 3.0, 4.0]))])
     assert "* **inconclusive** (1): C beats D." in plain and ":::" not in plain  # no lead claim: one bullet per word
+
+
+def test_the_glance_table_leads_with_the_papers_claims_in_the_papers_order_whatever_the_verdict():
+    from pflkit.pages import findings, glance
+    from pflkit.verdicts import claims_data, lead
+
+    inert = mechanism("Mechanism: routes differ", verdict([0.0, 0.0, 0.0], resolution=1.0), control="one route")
+    second = lead(claim_row("T2: A beats C", verdict([-2.0, -3.0, -4.0]), paper="+4.2 vs pFedMe (CIFAR-10)"), 2,
+                  "A beats C", setting="FMNIST, 10 clients", why="the baseline is stronger here")  # fmt: skip
+    first = lead(claim_row("T1: A beats B", verdict([2.0, 3.0, 4.0]), mechanism=inert), 1, "A beats B",
+                 setting="FMNIST, 50 clients", why="the router gives every client the same decision")  # fmt: skip
+    table = glance(claims_data([inert, second, first]))
+    assert list(table["The paper claims"]) == ["A beats B", "A beats C"] and len(table.columns) <= 7
+    assert list(table["Verdict"]) == ["reproduces · mechanism inert", "contradicted"]
+    assert (
+        table.loc[1, "The paper's margin"] == "+4.2 vs pFedMe (CIFAR-10)" and table.loc[0, "The paper's margin"] == "—"
+    )
+    text = findings([inert, second, first])
+    assert text.startswith("Every number of ours comes from Fashion-MNIST") and "over 3 seeds" in text
+    assert text.index("| A beats B |") < text.index("| A beats C |") < text.index("Does the mechanism act?")
+    assert "The paper's 2 claims: 1 contradicted, 1 reproduces (flagged: 1 mechanism inert); our 1 own check" in text
 
 
 def test_an_undecided_claim_short_of_its_plan_says_how_many_seeds_ran():
@@ -283,3 +318,32 @@ def test_seeds_text_says_seeds_as_prose():
 
     assert seeds_text([4]) == "seed 4" and seeds_text([0, 1, 4]) == "seeds 0, 1 and 4"
     assert seeds_text(1) == "1 seed" and seeds_text(3) == "3 seeds"
+
+
+def test_the_papers_margin_is_against_its_strongest_comparator_in_the_published_table():
+    from pflkit.results import margin_text, paper_margin, paper_results
+
+    p = paper_results("pfedhn")
+    t2 = p[(p.table == "Table 2") & (p.dataset == "CIFAR10")]
+    by_size = {w: dict(zip(d.method, d.value)) for w in "SML" if len(d := t2[t2.setting.str.endswith(f"size {w}")])}
+    assert [margin_text(by_size[w], "pFedHN") for w in "SML"] == ["+4.2 vs pFedMe", "+2.8 vs pFedMe", "+4.1 vs pFedMe"]
+    t1 = p[(p.table == "Table 1") & (p.dataset == "CIFAR10")]
+    col = {n: dict(zip(d.method, d.value)) for n in (10, 50, 100) if len(d := t1[t1.setting == f"{n} clients"])}
+    texts = [margin_text(col[n], "pFedHN", exclude=("pFedHN-PC",), dataset="CIFAR-10") for n in (10, 50, 100)]
+    assert texts == ["+1.7 vs LG-FedAvg (CIFAR-10)", "+2.3 vs pFedMe (CIFAR-10)", "+2.7 vs pFedMe (CIFAR-10)"]
+    assert paper_margin({"A": 80.0, "A-PC": 90.0, "B": 70.0}, "A", exclude=("A-PC",)) == (10.0, "B")
+    with pytest.raises(KeyError):
+        paper_margin({"B": 1.0}, "A")
+
+
+def test_lead_claims_are_marked_in_the_papers_order_and_never_dropped_in_silence():
+    from pflkit.errors import PflkitError
+    from pflkit.verdicts import mark_leads
+
+    rows = [claim_row(t, verdict([1.0, 2.0, 3.0])) for t in ("Table 2: A beats B", "Table 1: A beats C", "Table 1: D")]
+    marked = mark_leads(rows, [("Table 1: A", "A beats C", "FMNIST", "why"), ("Table 2", "A beats B", "FMNIST", "")])
+    assert [r.get("lead") for r in marked] == [2, 1, None] and marked[1]["short"] == "A beats C"
+    with pytest.raises(PflkitError, match="2 claims start with 'Table 1'"):
+        mark_leads(rows, [("Table 1", "x", "y", "z")])
+    with pytest.raises(PflkitError, match="0 claims start with 'Table 9'"):
+        mark_leads(rows, [("Table 9", "x", "y", "z")])

@@ -17,7 +17,8 @@ from ..engine import Federation, build
 from ..federated import evaluate
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
 from ..partitions import total_variation
-from ..verdicts import arm_seeds, claim_row, fmt_interval, paper_vs_ours, seed_plan, still_moving, verdict
+from ..results import margin_text
+from ..verdicts import arm_seeds, claim_row, fmt_interval, paper_vs_ours, rising, say, seed_plan, verdict
 
 # ----------------------------------------------------------------------------- probes
 
@@ -248,16 +249,16 @@ def table2_diffs(res, where="", *, hn, baselines, widths, groups):
 
 def table2_claims(res, best, diffs, plan, *, hn, baselines, widths, published, resolution, **row):
     """The claims rows of one Table 2 (``row``: options of claim_row) and a line per size for the page;
-    ``resolution``: the verdicts' resolution (points)."""
+    ``resolution``: the verdicts' resolution (points).  The paper's margin is over its strongest
+    comparator at that size among every method it reports (:func:`pflkit.results.margin_text`)."""
     rows, lines = [], []
     for (text, d), w in zip(diffs.items(), widths):
         v = verdict(d, budget=res.budget(hn, best[w]), resolution=resolution)
-        # how far a budget-limited verdict's arms still rose
-        moving = still_moving(res, hn, best[w]) if v.budget else ""
         pub = published[published.setting.str.endswith(f"size {w}")].set_index("method")["value"]
-        pub_best = pub[[b for b in baselines if b in pub]].idxmax()  # among our baselines
-        rows.append(claim_row(text, v, paper=f"{pub['pFedHN'] - pub[pub_best]:+.1f} vs {pub_best} (CIFAR-10)", plan=plan, note=moving, **row))  # fmt: skip
-        lines.append(f"* Size {w}: pFedHN − {best[w]}: **{v}**.")
+        r = claim_row(text, v, paper=margin_text(pub, "pFedHN", dataset="CIFAR-10"), plan=plan,
+                      rising=rising(res, hn, best[w]) if v.budget else "", **row)  # fmt: skip
+        rows.append(r)
+        lines.append(f"* Size {w}: pFedHN − {best[w]}: {say(r)}.")
     return rows, lines
 
 
