@@ -30,9 +30,13 @@ FILL ?= 0
 book: data
 	PFLBOOK_PROFILE=book PFLBOOK_FRESH=$(FRESH) $(PY) tools/build_book.py --profile book $(if $(filter 1,$(FILL)),--fill,)
 
-# Unit tests and every chapter executed once at the `smoke` profile (papermill; a sample of each
-# chapter's runs then recomputed whole, identical), the replay check of the committed store, a
-# -W book build of the smoke outputs, and the browser check of every built page; each step's time.
+# Unit tests (on both cores, one torch thread a worker) and every chapter executed once at the `smoke`
+# profile (papermill; a sample of each chapter's runs then recomputed whole, identical); the golden
+# claims: every chapter executed at `book` from the committed store (nothing computed), its claims
+# against tests/golden/ and every verdict word its page prints against its claims (`python
+# tools/claims_check.py --update` after a deliberate, reviewed change); the replay check of the
+# committed store, a -W book build of the smoke outputs, and the browser check of every built page;
+# each step's time.
 TIMES := _build/test-times.txt
 timed = @s=$$(date +%s); $(2); rc=$$?; t=$$(( $$(date +%s) - s )); echo "[make test] $(1): $$t s"; \
 	mkdir -p _build; echo "$$t" >> $(TIMES); exit $$rc
@@ -41,7 +45,9 @@ test: data
 	$(PY) tools/browser_check.py --install  # Debian's chromium, when missing: part of the install, not of the test time
 	@rm -f $(TIMES)
 	$(call timed,lint,$(PY) -m ruff check .)
-	$(call timed,pytest (units and chapters at smoke),PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider --durations=25 tests)
+	$(call timed,unit tests (both cores),PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15 -m "not notebooks" tests)
+	$(call timed,chapters at smoke,PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider --durations=12 -m notebooks tests)
+	$(call timed,golden claims (every chapter at book from the committed store),$(PY) tools/build_book.py --profile book --no-build && $(PY) tools/claims_check.py)
 	$(call timed,replay check,$(PY) -m pflkit replay)
 	$(call timed,book build,PFLBOOK_PROFILE=smoke $(PY) tools/build_book.py --profile smoke --no-execute)
 	$(call timed,browser check,$(PY) tools/browser_check.py _build/smoke/_build/html)
@@ -55,7 +61,7 @@ nbval: data
 	PFLBOOK_PROFILE=smoke PFLBOOK_STORE_ROOT=$(CURDIR)/_build/store-nbval $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env _build/smoke/stage/book
 
 unit: $(STAMP)
-	$(PY) -m pytest -q -m "not notebooks" tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not notebooks" tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 
 import pytest
 import torch
@@ -11,6 +12,9 @@ import torch
 from pflkit.data import load_dataset
 from pflkit.engine import Federation, RunConfig, hold_out_public, pick_device, run
 from pflkit.partitions import partition_dataset
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs the unit tests on both cores: one torch thread each
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
