@@ -503,13 +503,21 @@ def paper_vs_ours(
     result: SweepResult, paper: dict[str, float] | pd.Series, metric: str = "mean_acc", label: str = "paper"
 ) -> pd.DataFrame:
     """Per arm: the paper's number (``paper``: arm -> value, missing arms blank) beside ours
-    (mean ± 95 % CI over seeds, the seeds, whether still improving)."""
+    (mean ± 95 % CI over seeds, the seeds, whether still improving).  Where the arms ran different
+    seeds (a claim's arms to its plan), an arm's cell says its seeds when they are more than the
+    fewest, and a column gives every arm's mean on the seeds all of them ran: means a reader sets side
+    by side are then on the same seeds, as a paired claim's are."""
     paper = dict(paper)
+    seeds = {arm: set(result.values(arm, metric).dropna().index) for arm in result.arms}
+    fewest = min((len(v) for v in seeds.values()), default=0)
+    common = set.intersection(*seeds.values()) if seeds else set()
+    uneven = len({len(v) for v in seeds.values()}) > 1
     rows = []
     for arm in result.arms:
         vals = result.values(arm, metric)
-        rows.append(
-            {"arm": arm, label: paper.get(arm, np.nan), f"ours {metric}": fmt_interval(vals), "seeds": len(vals),
-             "still improving": {True: "yes", False: "no", None: "not measured"}[result.improving(arm)]}
-        )  # fmt: skip
+        cell = fmt_interval(vals) + (f" ({seeds_text(len(seeds[arm]))})" if uneven and len(seeds[arm]) > fewest else "")
+        row = {"arm": arm, label: paper.get(arm, np.nan), f"ours {metric}": cell, "seeds": len(vals)}
+        if uneven:
+            row[f"ours on the {len(common)} common seeds"] = fmt_interval(vals[vals.index.isin(common)])
+        rows.append(row | {"still improving": {True: "yes", False: "no", None: "not measured"}[result.improving(arm)]})
     return pd.DataFrame(rows).set_index("arm")

@@ -68,3 +68,10 @@ def test_the_command_compares_a_stage_with_its_golden_folder(tmp_path, monkeypat
         raise AssertionError("a changed verdict must fail")
     except SystemExit as e:
         assert e.code == 1 and "verdict 'reproduces' -> 'contradicted'" in capsys.readouterr().out
+
+
+def test_the_readmes_glance_table_is_the_golden_claims():
+    text = claims_check.README.read_text()
+    assert claims_check.with_glance(text, claims_check.readme_glance()) == text, (
+        "README's glance table is stale: python tools/claims_check.py --readme"
+    )

@@ -397,18 +397,28 @@ def test_claims_and_paper_tables(tmp_path):
     row = ex.claim("Local beats FedAvg", res, "Local", "FedAvg", paper="+10")
     assert row["verdict"] == ex.verdict(d).word and row["paper"] == "+10"
     said = ex.in_words(row)  # the row's own word first, then ours and the notes
-    assert said.startswith(f"{row['verdict']}, {row['ours (a − b, 95 % CI)']}") and "budget-limited" in said
+    assert said.startswith(f"{ex.verdict_text(row, bold=False)}, {row['ours (a − b, 95 % CI)']}")
+    assert said.startswith(row["verdict"]) and "budget-limited" in said  # the word, its flags beside it
+    uneven = ex.sweep(arms(), {"FedAvg": [0, 1, 2, 3], "Local": [0, 1, 2]}, tmp_path, workers=1, progress=False)
+    table = ex.paper_vs_ours(uneven, {"Local": 50.0})
+    assert (
+        table.loc["FedAvg", "ours mean_acc"].endswith("(4 seeds)")
+        and "seeds)" not in table.loc["Local", "ours mean_acc"]
+    )
+    on_common = table["ours on the 3 common seeds"]
+    assert on_common["FedAvg"] == ex.fmt_interval(uneven.values("FedAvg")[[0, 1, 2]])  # the paired claim's seeds
+    assert "ours on the 3 common seeds" not in ex.paper_vs_ours(res, {}).columns  # even seeds: no such column
     plan = ex.seed_plan({"far": [0.1, -0.2, 0.15]}, cap=3)
     under = ex.claim_row("far", ex.verdict([0.1, -0.2, 0.15]), plan=plan)
     assert ex.in_words(under).startswith("underpowered, ")  # what the table says, not the bare verdict's word
     two = ex.claim("on two seeds", ex.sweep(arms(), [0, 1], tmp_path, workers=1, progress=False), "Local", "FedAvg")
     assert two["verdict"] == "not tested"
     table = ex.claims_table([row, two])
-    columns = ["paper", "ours (a − b, 95 % CI)", "verdict", "budget"]
-    assert row["budget"] == "budget-limited"  # two rounds: still rising, and the notes say how far
-    assert row["notes"].startswith("still rising over the last fifth: ") and row["notes"].endswith(" points")
-    columns.append("notes")
-    assert list(table.columns) == columns
+    assert row["budget"] == "budget-limited"  # two rounds: still rising, and the flag says how far
+    flag = row["flags"][0]
+    assert flag.startswith("budget-limited (") and flag.endswith(" points over the last fifth)")
+    assert list(table.columns) == ["paper", "ours (a − b, 95 % CI)", "verdict"]  # the flags in the verdict's cell
+    assert table.loc["Local beats FedAvg", "verdict"] == f"{row['verdict']} · {flag}"
     pv = ex.paper_vs_ours(res, {"FedAvg": 80.0})
     assert pv.loc["FedAvg", "paper"] == 80.0 and np.isnan(pv.loc["Local", "paper"]) and pv.loc["Local", "seeds"] == 3
 

@@ -301,35 +301,55 @@ FINDINGS_MARKER = "<!-- findings -->"
 
 
 def write_findings(stage: Path) -> None:
-    """The landing page's "What we found": each chapter's headline claims and mechanism checks (from
-    the claims files its execution wrote) and the tally of all its claims, in place of the marker."""
+    """The landing page's results at a glance, in place of the marker: what every run of ours is, one
+    row per claim each paper leads with (in the paper's order, whatever our verdict), and the tally
+    split three ways: the papers' claims, the book's own checks, the basics chapter (PFLlib's
+    baselines); then each chapter's count, and the words and flags in a fold."""
     import pandas as pd
 
     intro = stage / "book" / "intro.md"
     if not intro.exists() or FINDINGS_MARKER not in intro.read_text():
         return
-    from pflkit.verdicts import MEANINGS
+    from pflkit.pages import glance, markdown_table, runs_sentence
+    from pflkit.verdicts import FLAG_MEANINGS, MEANINGS, words_text
 
     titles = {p.stem: p for p in chapters()}
     files = {stem: stage / "book" / f"{stem}.claims.csv" for stem in titles}
     claims = {
         stem: pd.read_csv(f, keep_default_na=False) for stem, f in files.items() if f.exists() and f.stat().st_size
     }
-    every = pd.concat(claims.values()) if claims else pd.DataFrame({"verdict": []})
-    tally = every["verdict"].value_counts()
-    lines = [f"**Across the book, {len(every)} claims:** " + ", ".join(f"{n} {w}" for w, n in tally.items()) + ".", ""]
-    lines += [f"* *{w}*: {MEANINGS[w]}." for w in MEANINGS if w in tally] + [""]
+    papers = {stem: d for stem, d in claims.items() if stem != "basics"}
+    every = pd.concat(papers.values()) if papers else pd.DataFrame({"verdict": [], "seeds": []})
+    rows = []
+    for stem, d in papers.items():
+        g = glance(d)
+        g.insert(0, "Paper", f"[{chapter_title(titles[stem]).split(':')[0]}]({stem}.ipynb)")
+        rows.append(g)
+    lines = [runs_sentence(every), ""]
+    if rows:
+        lines += [markdown_table(pd.concat(rows, ignore_index=True)), ""]
+
+    def said(d: pd.DataFrame) -> str:
+        return (
+            words_text(d.assign(flags=d["flags"].astype(str).str.split("; ")).to_dict("records")) if len(d) else "none"
+        )
+
+    own = every["own"].astype(str) == "True" if len(every) else pd.Series([], dtype=bool)
+    lines.append(f"**The five papers' {int((~own).sum())} claims:** {said(every[~own])}. "
+                 f"**The book's {int(own.sum())} own checks** (mechanism checks, controls and questions we chose): "
+                 f"{said(every[own])}." + (f" **Basics** ({len(claims['basics'])} claims on PFLlib's baselines): "
+                                          f"{said(claims['basics'])}." if "basics" in claims else ""))  # fmt: skip
+    lines.append("")
     for stem in titles:
         if stem not in claims:
-            lines += [f"**[{stem}]({stem}.ipynb)**: not executed in this build.", ""]
+            lines.append(f"* [{stem}]({stem}.ipynb): not executed in this build.")
             continue
-        d = claims[stem]
-        words = d["verdict"].value_counts()
-        lines.append(f"**[{chapter_title(titles[stem])}]({stem}.ipynb)**: {len(d)} claims; "
-                     + ", ".join(f"{n} {w}" for w, n in words.items()) + ".")  # fmt: skip
-        lead = d[(d["kind"] == "mechanism") | (d["headline"].astype(str) == "True")]
-        lines += [""] + [f"* {r.claim}: **{r.verdict}**, ours {r.ours}" + (f"; the paper: {r.paper}" if r.paper else "") + "."
-                         for r in lead.itertuples()] + [""]  # fmt: skip
+        lines.append(
+            f"* [{chapter_title(titles[stem])}]({stem}.ipynb): {len(claims[stem])} claims; {said(claims[stem])}."
+        )
+    lines += ["", ":::{dropdown} The words and the flags"]
+    lines += [f"* *{w}*: {m}." for w, m in MEANINGS.items()] + [f"* flag *{f}*: {m}." for f, m in FLAG_MEANINGS.items()]
+    lines += [":::", ""]
     intro.write_text(intro.read_text().replace(FINDINGS_MARKER, "\n".join(lines)))
 
 

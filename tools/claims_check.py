@@ -3,6 +3,7 @@ word a page prints beside a claim against that claim's row.
 
     python tools/claims_check.py                 # after `tools/build_book.py --profile book --no-build`
     python tools/claims_check.py --update        # a deliberate, reviewed change: copy the claims to tests/golden/
+    python tools/claims_check.py --readme        # then write the README's glance table from them
 
 * **Golden files.** ``tests/golden/<chapter>.claims.csv`` is the claims file of the committed `book`
   store.  A chapter executed at `book` from that store (nothing computed) must write the same claims:
@@ -117,12 +118,42 @@ def printed_differences(text: str, claims: pd.DataFrame, chapter: str, window: i
     return out
 
 
+README = ROOT / "README.md"
+MARKERS = ("<!-- glance -->", "<!-- /glance -->")
+TITLES = {"pfedhn": "pFedHN", "pfedmb": "pFedMB", "fesem": "FeSEM", "fedmn": "FedMN", "ktpfl": "KT-pFL"}
+
+
+def readme_glance(golden: Path = GOLDEN) -> str:
+    """The README's glance table: each paper's lead claims from the golden claims files."""
+    from pflkit.pages import glance, markdown_table
+
+    parts = []
+    for stem, title in TITLES.items():
+        f = golden / f"{stem}.claims.csv"
+        if f.exists():
+            g = glance(read_claims(f))
+            g.insert(0, "Paper", f"[{title}](book/{stem}.ipynb)")
+            parts.append(g)
+    return markdown_table(pd.concat(parts, ignore_index=True)) if parts else "(no golden claims yet)"
+
+
+def with_glance(text: str, table: str) -> str:
+    """``text`` (the README) with ``table`` between its glance markers."""
+    start, end = text.index(MARKERS[0]) + len(MARKERS[0]), text.index(MARKERS[1])
+    return text[:start] + "\n" + table + "\n" + text[end:]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stage", type=Path, default=STAGE, help="the executed chapters and their claims files")
     ap.add_argument("--golden", type=Path, default=GOLDEN)
     ap.add_argument("--update", action="store_true", help="copy the staged claims files to the golden folder")
+    ap.add_argument("--readme", action="store_true", help="write the README's glance table from the golden files")
     args = ap.parse_args()
+    if args.readme:
+        README.write_text(with_glance(README.read_text(), readme_glance(args.golden)))
+        print("README: glance table written from the golden claims")
+        return
     files = sorted(args.stage.glob("*.claims.csv"))
     if not files:
         print(f"error: no claims files in {args.stage}: execute the chapters at book first", file=sys.stderr)
