@@ -70,3 +70,10 @@ def margin_text(published, method: str, *, exclude=(), dataset: str = "") -> str
     # the published numbers have two decimals: their difference is exact there, rounded half up as printed
     tenth = Decimal(f"{margin:.6f}").quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
     return f"{tenth:+.1f} vs {rival}" + (f" ({dataset})" if dataset else "")
+
+
+def absent_rival(published, method: str, arms, *, variants=("pFedHN", "pFedHN-PC")) -> str:
+    """A note for a claim whose paper margin is against a comparator we did not run: "" when the
+    paper's strongest comparator of ``method`` is among our ``arms``."""
+    _, rival = paper_margin(published, method, exclude=variants)
+    return "" if rival in set(arms) else f"the paper's strongest comparator, {rival}, is not among our arms here"

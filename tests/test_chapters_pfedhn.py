@@ -228,7 +228,8 @@ def test_table2_helpers_split_the_hypernetwork_by_size():
     assert (
         rows[0]["verdict"] == "reproduces" and rows[0]["paper"] == "+3.0 vs pFedMe (CIFAR-10)"
     )  # the paper's strongest
-    assert rows[1]["paper"] == "+4.0 vs FedAvg (CIFAR-10)"
+    assert rows[1]["paper"] == "+4.0 vs FedAvg (CIFAR-10)" and rows[1]["notes"] == ""
+    assert rows[0]["notes"] == "the paper's strongest comparator, pFedMe, is not among our arms here"
     assert lines[0] == "* Size S: pFedHN − FedAvg (S): **reproduces**, +15.0 [+15.0, +15.0] (3 seeds)."
 
 

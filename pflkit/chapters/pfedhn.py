@@ -17,7 +17,7 @@ from ..engine import Federation, build
 from ..federated import evaluate
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
 from ..partitions import total_variation
-from ..results import margin_text
+from ..results import absent_rival, margin_text
 from ..verdicts import arm_seeds, claim_row, fmt_interval, paper_vs_ours, rising, say, seed_plan, verdict
 
 # ----------------------------------------------------------------------------- probes
@@ -255,7 +255,8 @@ def table2_claims(res, best, diffs, plan, *, hn, baselines, widths, published, r
     for (text, d), w in zip(diffs.items(), widths):
         v = verdict(d, budget=res.budget(hn, best[w]), resolution=resolution)
         pub = published[published.setting.str.endswith(f"size {w}")].set_index("method")["value"]
-        r = claim_row(text, v, paper=margin_text(pub, "pFedHN", dataset="CIFAR-10"), plan=plan,
+        absent = absent_rival(pub, "pFedHN", baselines, variants=())
+        r = claim_row(text, v, paper=margin_text(pub, "pFedHN", dataset="CIFAR-10"), plan=plan, note=absent,
                       rising=rising(res, hn, best[w]) if v.budget else "", **row)  # fmt: skip
         rows.append(r)
         lines.append(f"* Size {w}: pFedHN − {best[w]}: {say(r)}.")
