@@ -85,9 +85,9 @@ GLANCE = {  # the results-at-a-glance table: claims data column -> header
     "why": "Why",
 }
 RUNS = (
-    "Every number of ours comes from Fashion-MNIST with LeNet-scale models at CPU budgets, over {seeds}; "
-    "the papers ran CIFAR, EMNIST, FEMNIST or FedCelebA at their own budgets. A verdict judges the direction "
-    "of a difference over seeds, not its size: the paper's margin stands beside ours."
+    "Ours: Fashion-MNIST, LeNet-scale models, CPU budgets, {seeds} (the papers: CIFAR, EMNIST, FEMNIST or "
+    "FedCelebA at their own budgets). A verdict judges the direction of a difference, not its size; the paper's "
+    "margin is over its own strongest comparator."
 )
 
 
@@ -120,8 +120,9 @@ def runs_sentence(data) -> str:
     return RUNS.format(seeds=span)
 
 
-def markdown_table(table) -> str:
-    """A DataFrame as a Markdown pipe table (no index; "—" for a missing value; "|" escaped)."""
+def markdown_table(table, css: str = "") -> str:
+    """A DataFrame as a Markdown pipe table (no index; "—" for a missing value; "|" escaped); with
+    ``css``, inside a MyST ``table`` directive of that class (the book's ``_static`` styles it)."""
 
     def cell(v) -> str:
         text = "—" if v is None or v != v or str(v) == "" else str(v)
@@ -129,7 +130,7 @@ def markdown_table(table) -> str:
 
     lines = ["| " + " | ".join(cell(c) for c in table.columns) + " |", "|" + "---|" * len(table.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join(lines)
+    return "\n".join([f":::{{table}}\n:class: {css}\n", *lines, ":::"] if css else lines)
 
 
 def findings(rows: list[dict], bullets: int = 5, own=None) -> str:
@@ -157,7 +158,7 @@ def findings(rows: list[dict], bullets: int = 5, own=None) -> str:
     out = []
     if leads:
         data = claims_data(leads)
-        out += [runs_sentence(data), "", markdown_table(glance(data)), ""]
+        out += [runs_sentence(data), "", markdown_table(glance(data), css="glance"), ""]
     if mechs:  # the numbers: in the folded list below
         out.append("* **Does the mechanism act?** " + "; ".join(_mechanism_words(mechs)) + ".")
     if not leads:

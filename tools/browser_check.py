@@ -14,7 +14,8 @@ proxy request fails):
   text has no development words ("issue 12", "earlier build");
 * no table shown unfolded has more than ``MAX_TABLE_COLUMNS`` columns;
 * a chapter's derivation (its first "Derivation" or "The objective" heading) starts within
-  ``MAX_DERIVATION_SCREENS`` screens of ``SCREEN`` pixels, no figure is shown at less than
+  ``MAX_DERIVATION_SCREENS`` screens of ``SCREEN`` pixels besides its findings box (the glance rows, at
+  most ``MAX_FINDINGS_SCREENS`` screens tall), no figure is shown at less than
   ``MIN_FIGURE_SCALE`` of its drawn width, and no cell shows stderr;
 * and the execution report lists every chapter with its profile and wall time.
 
@@ -42,7 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("chromium", "chromium-driver")
 MAX_CODE_LINES = 200  # code lines a chapter shows unfolded (setup, tables and prose-writing cells are folded)
 SCREEN = 900  # pixels: a reader's window of 1280 × 900
-MAX_DERIVATION_SCREENS = 1.5  # a chapter's derivation starts within this many screens
+MAX_DERIVATION_SCREENS = 1.5  # a chapter's derivation starts within this many screens, the findings box aside
+MAX_FINDINGS_SCREENS = 2.5  # the findings box (the glance rows atop a chapter) is at most this tall
 MIN_FIGURE_SCALE = 0.7  # a figure is shown at no less than this share of its drawn width
 MAX_TABLE_COLUMNS = 7  # columns (the index included) of a table shown unfolded
 DEV_WORDS = re.compile(r"\b(issue \d+|earlier build|development run|this session)\b", re.IGNORECASE)
@@ -82,7 +84,12 @@ return Array.from(document.querySelectorAll('div.cell'))
 """
 DERIVATION_TOP = """
 const h = Array.from(document.querySelectorAll('h2')).find(e => /^(Derivation|The objective)/.test(e.innerText.trim()));
-return h ? h.getBoundingClientRect().top + window.scrollY : null;
+if (!h) return null;
+const top = h.getBoundingClientRect().top + window.scrollY;
+const box = document.querySelector('.admonition.tip');  // the findings box with the glance rows, atop the chapter
+const boxTop = box ? box.getBoundingClientRect().top + window.scrollY : top;
+const boxBottom = box ? box.getBoundingClientRect().bottom + window.scrollY : top;
+return box && boxBottom <= top ? [top - (boxBottom - boxTop), boxBottom - boxTop] : [top, 0];
 """
 SHRUNK_FIGURES = """
 return Array.from(document.querySelectorAll('.cell_output img')).filter(i => i.naturalWidth > 0)
@@ -199,12 +206,15 @@ def check_page(d, html: Path, page: Path) -> list[str]:
         problems.append(f"{rel}: {len(small)} figure(s) shown at less than {MIN_FIGURE_SCALE:.0%} of their drawn width, "
                         f"e.g. {src} at {scale:.0%} (draw it for the column)")  # fmt: skip
     if rel.removesuffix(".html") in chapters():
-        top = d.execute_script(DERIVATION_TOP)
-        if top is None:
+        found = d.execute_script(DERIVATION_TOP)
+        if found is None:
             problems.append(f"{rel}: no 'Derivation' (or 'The objective') heading")
-        elif top / SCREEN > MAX_DERIVATION_SCREENS:
-            problems.append(f"{rel}: the derivation starts {top / SCREEN:.1f} screens down "
-                            f"(at most {MAX_DERIVATION_SCREENS}; put the plumbing and long prose after it)")  # fmt: skip
+        elif found[0] / SCREEN > MAX_DERIVATION_SCREENS:
+            problems.append(f"{rel}: the derivation starts {found[0] / SCREEN:.1f} screens down besides the findings "
+                            f"box (at most {MAX_DERIVATION_SCREENS}; put the plumbing and long prose after it)")  # fmt: skip
+        if found is not None and found[1] / SCREEN > MAX_FINDINGS_SCREENS:
+            problems.append(f"{rel}: the findings box is {found[1] / SCREEN:.1f} screens tall (at most "
+                            f"{MAX_FINDINGS_SCREENS}: the glance rows and a line of tally; fold the rest)")  # fmt: skip
     return problems
 
 

@@ -34,7 +34,15 @@ import yaml
 from pflkit.profiles import fresh, repo_relative
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ["_config.yml", "_toc.yml", "references.bib", "book", "data", "pflkit"]  # pflkit: pages include its source
+SOURCES = [
+    "_config.yml",
+    "_toc.yml",
+    "references.bib",
+    "_static",
+    "book",
+    "data",
+    "pflkit",
+]  # pflkit: pages include its source
 
 
 def chapters() -> list[Path]:
@@ -326,8 +334,15 @@ def write_findings(stage: Path) -> None:
         g.insert(0, "Paper", f"[{chapter_title(titles[stem]).split(':')[0]}]({stem}.ipynb)")
         rows.append(g)
     lines = [runs_sentence(every), ""]
-    if rows:
-        lines += [markdown_table(pd.concat(rows, ignore_index=True)), ""]
+    if rows:  # a row for every paper in the first screen (its first lead claim), every lead claim in the fold below
+        everything = pd.concat(rows, ignore_index=True)
+        first = everything.groupby("Paper", sort=False).head(1)
+        lines += [markdown_table(first, css="glance"), ""]
+        lines += [f"::::{{dropdown}} Every lead claim of the five papers ({len(everything)})",
+                  markdown_table(everything, css="glance"), "::::", ""]  # fmt: skip
+    lines += ["Each row is a paper's first lead claim, in the paper's order, whatever our verdict; each chapter opens "
+              "with all of its own. The words follow [the verdict rule](verdict-rule); the [glossary](glossary.md) "
+              "defines the flags.", ""]  # fmt: skip
 
     def said(d: pd.DataFrame) -> str:
         return (
