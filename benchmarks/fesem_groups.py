@@ -17,7 +17,7 @@ import time
 from sklearn.metrics import adjusted_rand_score
 
 from pflkit.data import load_dataset
-from pflkit.engine import RunConfig, pick_device, run
+from pflkit.engine import Federation, RunConfig, pick_device, run
 from pflkit.grouped import grouped_federation
 
 
@@ -31,7 +31,7 @@ def main() -> None:
     args = p.parse_args()
 
     g = grouped_federation(load_dataset("fashion-mnist"), args.clients, seed=args.seed, alpha=0.5)
-    fed = g.federation(pick_device(args.device))
+    fed = Federation(g.ds, g.partition, pick_device(args.device))
     base = dict(dataset="fashion-mnist", partition="groups", clients=args.clients, rounds=args.rounds,
                 seed=args.seed, local_steps=args.local_steps, device=args.device)  # fmt: skip
     # FeSEM(K = 1) has FeSEM's head start (the initial local models' steps) but one centre

@@ -16,7 +16,7 @@ groups has N/G clients (± 1).  The true group of client i is ``groups[i]`` (als
 ``partition.params["groups"]``), to score a clustering with the adjusted Rand index.
 
     g = grouped_federation(load_dataset("fashion-mnist"), n_clients=20, seed=0)
-    run(cfg, g.federation(pick_device(cfg.device)))   # cfg.clients = 20
+    run(cfg, Federation(g.ds, g.partition, pick_device(cfg.device)))   # cfg.clients = 20
 
 From the command line: ``python -m pflkit run fesem --partition groups --alpha 0.5 ...``
 (all four transforms).
@@ -61,11 +61,6 @@ class Grouped:
     partition: Partition
     groups: np.ndarray  # the true group of every client
     transforms: list[str]  # transform of every group
-
-    def federation(self, device):
-        from .engine import Federation
-
-        return Federation(self.ds, self.partition, device)
 
 
 def _deal_groups(n_clients: int, n_groups: int, seed: int) -> np.ndarray:

@@ -426,6 +426,20 @@ def test_claims_and_paper_tables(tmp_path):
 # ----------------------------------------------------------------------------- layering
 
 
+def test_the_modules_below_the_round_loop_never_import_it():
+    """engine.py is the round loop; building a federation (pflkit.federation) and what it builds on
+    sit below it and never import it, or anything above it: the kit has no import circle."""
+    below = ["federation", "grouped", "data", "partitions", "federated", "models", "compute", "errors"]
+    above = {"engine", "sweeps", "experiments", "store", "tuning", "verdicts", "pages", "cli", "flower", "replay"}
+    bad = []
+    for name in below:
+        tree = ast.parse((ROOT / "pflkit" / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level >= 1 and (node.module or "").split(".")[0] in above:
+                bad.append(f"{name}.py imports .{node.module}")
+    assert not bad, bad
+
+
 def test_methods_never_import_the_engine_or_experiments():
     bad = []
     for f in sorted((ROOT / "pflkit" / "methods").glob("*.py")):

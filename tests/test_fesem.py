@@ -10,7 +10,7 @@ import pytest
 import torch
 from sklearn.metrics import adjusted_rand_score
 
-from pflkit.engine import build, derive_seed, run
+from pflkit.engine import Federation, build, derive_seed, run
 from pflkit.errors import NotInStore, PflkitError
 from pflkit.experiments import Store, choose_k
 from pflkit.federated import snapshot
@@ -105,7 +105,7 @@ def test_recovers_the_latent_groups_of_a_grouped_federation(digits, distance):
     g = grouped_federation(digits, n_clients=12, seed=0)
     cfg = tiny_config(method="fesem", clients=12, rounds=3, options={"centers": 4, "distance": distance})
     ari = []
-    run(cfg, g.federation(torch.device("cpu")), on_round=lambda r, row, s, c: ari.append(
+    run(cfg, Federation(g.ds, g.partition, torch.device("cpu")), on_round=lambda r, row, s, c: ari.append(
         adjusted_rand_score(g.groups, s.assignment)))  # fmt: skip
     assert min(ari) > 0.8, ari
 
@@ -113,7 +113,7 @@ def test_recovers_the_latent_groups_of_a_grouped_federation(digits, distance):
 def test_fixed_random_clusters_ignore_the_groups(digits):
     g = grouped_federation(digits, n_clients=12, seed=0)
     cfg = tiny_config(method="fesem", clients=12, rounds=1, options={"centers": 4, "em": "fixed-random"})
-    _, _, server, _ = build(cfg, g.federation(torch.device("cpu")))
+    _, _, server, _ = build(cfg, Federation(g.ds, g.partition, torch.device("cpu")))
     assert abs(adjusted_rand_score(g.groups, server.assignment)) < 0.3
 
 
