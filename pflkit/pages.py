@@ -86,8 +86,7 @@ GLANCE = {  # the results-at-a-glance table: claims data column -> header
 }
 RUNS = (
     "Ours: Fashion-MNIST, LeNet-scale models, CPU budgets, {seeds} (the papers: CIFAR, EMNIST, FEMNIST or "
-    "FedCelebA at their own budgets). A verdict judges the direction of a difference, not its size; the paper's "
-    "margin is over its own strongest comparator."
+    "FedCelebA). A verdict judges direction, not size; the paper's margin is over its own strongest comparator."
 )
 
 
@@ -102,9 +101,23 @@ def glance(data) -> pd.DataFrame:
     d = data[data["lead"].astype(str).str.strip() != ""]
     d = d.assign(_order=pd.to_numeric(d["lead"])).sort_values("_order", kind="stable")
     flags = d["flags"].fillna("").astype(str) if "flags" in d else pd.Series("", index=d.index)
-    out = d.assign(verdict=[" · ".join([w, *[f for f in fl.split("; ") if f]]) for w, fl in zip(d["verdict"], flags)])
+    out = d.assign(
+        verdict=[" · ".join([w, *[compact_flag(f) for f in fl.split("; ") if f]]) for w, fl in zip(d["verdict"], flags)]
+    )
     out = out.assign(paper=out["paper"].replace("", "—"), why=out["why"].replace("", "—"))
     return out[list(GLANCE)].rename(columns=GLANCE).reset_index(drop=True)
+
+
+def compact_flag(flag: str) -> str:
+    """A flag as a glance cell says it: the budget flag keeps how far its arms still rose, not their
+    names ("budget-limited (FedAvg +1.2, Local +1.1 points over the last fifth)" → "budget-limited
+    (+1.2, +1.1)"); the claims table beside it names them."""
+    import re
+
+    if not flag.startswith("budget-limited ("):
+        return flag
+    rises = re.findall(r"\+\d+(?:\.\d+)?", flag)
+    return f"budget-limited ({', '.join(rises)})" if rises else "budget-limited"
 
 
 def runs_sentence(data) -> str:

@@ -207,6 +207,13 @@ def test_the_glance_table_leads_with_the_papers_claims_in_the_papers_order_whate
     table = glance(claims_data([inert, second, first]))
     assert list(table["The paper claims"]) == ["A beats B", "A beats C"] and len(table.columns) <= 7
     assert list(table["Verdict"]) == ["reproduces · mechanism inert", "contradicted"]
+    from pflkit.pages import compact_flag
+
+    assert (
+        compact_flag("budget-limited (B=2 +3.1, FedFomo +1.7 points over the last fifth)")
+        == "budget-limited (+3.1, +1.7)"
+    )
+    assert compact_flag("saturated") == "saturated"
     assert (
         table.loc[1, "The paper's margin"] == "+4.2 vs pFedMe (CIFAR-10)" and table.loc[0, "The paper's margin"] == "—"
     )

@@ -330,16 +330,18 @@ def write_findings(stage: Path) -> None:
     every = pd.concat(papers.values()) if papers else pd.DataFrame({"verdict": [], "seeds": []})
     rows = []
     for stem, d in papers.items():
-        g = glance(d)
-        g.insert(0, "Paper", f"[{chapter_title(titles[stem]).split(':')[0]}]({stem}.ipynb)")
+        g = glance(d)  # the paper named in its claims' cell: one column less to wrap the others
+        name = chapter_title(titles[stem]).split(":")[0]
+        g["The paper claims"] = [f"[{name}]({stem}.ipynb): {c}" for c in g["The paper claims"]]
+        g.insert(0, "Paper", name)
         rows.append(g)
     lines = [runs_sentence(every), ""]
     if rows:  # a row for every paper in the first screen (its first lead claim), every lead claim in the fold below
         everything = pd.concat(rows, ignore_index=True)
-        first = everything.groupby("Paper", sort=False).head(1)
+        first = everything.groupby("Paper", sort=False).head(1).drop(columns="Paper")
         lines += [markdown_table(first, css="glance"), ""]
         lines += [f"::::{{dropdown}} Every lead claim of the five papers ({len(everything)})",
-                  markdown_table(everything, css="glance"), "::::", ""]  # fmt: skip
+                  markdown_table(everything.drop(columns="Paper"), css="glance"), "::::", ""]  # fmt: skip
     lines += ["Each row is a paper's first lead claim, in the paper's order, whatever our verdict; each chapter opens "
               "with all of its own. The words follow [the verdict rule](verdict-rule); the [glossary](glossary.md) "
               "defines the flags.", ""]  # fmt: skip
