@@ -131,6 +131,11 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None, fi
     os.environ["PFLBOOK_PROGRESS"] = "0"  # sweeps draw no progress bars into the executed pages
     read_only = profile == "book" and not fill and not fresh()
     os.environ["PFLBOOK_STORE_ONLY"] = "1" if read_only else "0"
+    if not read_only:  # runs are computed: glibc's malloc keeps freed memory (see tools/fill_store.py's MALLOC)
+        from fill_store import MALLOC
+
+        for k, v in MALLOC.items():
+            os.environ.setdefault(k, v)
     try:
         for nb in chapters():
             rel = nb.relative_to(ROOT)
