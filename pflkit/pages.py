@@ -85,7 +85,7 @@ GLANCE = {  # the results-at-a-glance table: claims data column -> header
     "why": "Why",
 }
 RUNS = (
-    "Ours: Fashion-MNIST, LeNet-scale models, CPU budgets, {seeds} (the papers: CIFAR, EMNIST, FEMNIST or "
+    "**Results at a glance.** Ours: Fashion-MNIST, LeNet-scale models, CPU budgets, {seeds} (the papers: CIFAR, EMNIST, FEMNIST or "
     "FedCelebA). A verdict judges direction, not size; the paper's margin is over its own strongest comparator."
 )
 

@@ -515,9 +515,10 @@ def paper_vs_ours(
     rows = []
     for arm in result.arms:
         vals = result.values(arm, metric)
-        cell = fmt_interval(vals) + (f" ({seeds_text(len(seeds[arm]))})" if uneven and len(seeds[arm]) > fewest else "")
+        cell = fmt_interval(vals)
+        if uneven and len(seeds[arm]) > fewest:  # its own seeds, and its mean on those every arm ran
+            on_common = interval(vals[vals.index.isin(common)])[0]
+            cell += f" ({seeds_text(len(seeds[arm]))}; {on_common:.1f} on the {len(common)} all arms ran)"
         row = {"arm": arm, label: paper.get(arm, np.nan), f"ours {metric}": cell, "seeds": len(vals)}
-        if uneven:
-            row[f"ours on the {len(common)} common seeds"] = fmt_interval(vals[vals.index.isin(common)])
         rows.append(row | {"still improving": {True: "yes", False: "no", None: "not measured"}[result.improving(arm)]})
     return pd.DataFrame(rows).set_index("arm")

@@ -218,7 +218,7 @@ def test_the_glance_table_leads_with_the_papers_claims_in_the_papers_order_whate
         table.loc[1, "The paper's margin"] == "+4.2 vs pFedMe (CIFAR-10)" and table.loc[0, "The paper's margin"] == "—"
     )
     text = findings([inert, second, first])
-    assert text.startswith("Ours: Fashion-MNIST, LeNet-scale models, CPU budgets, 3 seeds")
+    assert text.startswith("**Results at a glance.** Ours: Fashion-MNIST, LeNet-scale models, CPU budgets, 3 seeds")
     assert text.index("| A beats B |") < text.index("| A beats C |") < text.index("Does the mechanism act?")
     assert "The paper's 2 claims: 1 contradicted, 1 reproduces (flagged: 1 mechanism inert); our 1 own check" in text
 
