@@ -491,7 +491,7 @@ def tally(data: pd.DataFrame) -> dict:
     (``{flag: n}``: a flagged claim keeps its word), and the share of claims (mechanism checks
     included) left inconclusive or underpowered."""
     words = data["verdict"].value_counts().to_dict()
-    flags = data["flags"].fillna("").astype(str) if "flags" in data else pd.Series([""] * len(data))
+    flags = data["flags"].astype(object).fillna("").astype(str) if "flags" in data else pd.Series([""] * len(data))
     counts = {f: int(flags.apply(lambda x, f=f: any(y.startswith(f) for y in x.split("; ") if y)).sum()) for f in FLAGS}
     open_ = int(data["verdict"].isin(["inconclusive", "underpowered"]).sum())
     return {"claims": len(data), **{w: int(words.get(w, 0)) for w in WORDS if words.get(w)},

@@ -126,24 +126,27 @@ def test_a_page_that_stopped_early_still_has_its_glued_findings():
     assert len(nb.cells) == 2
 
 
-def test_the_landing_page_lists_each_chapters_lead_claims(tmp_path, monkeypatch):
-    from pflkit.verdicts import claim_row, mechanism, verdict, write_claims
+def test_the_landing_page_opens_with_each_papers_lead_claims_and_a_tally_split_three_ways(tmp_path, monkeypatch):
+    from pflkit.verdicts import claim_row, lead, mechanism, verdict, write_claims
 
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "intro.md").write_text("# Intro\n\n<!-- findings -->\n")
     nb = ROOT / "book" / "pfedhn.ipynb"
     monkeypatch.setattr(build_book, "chapters", lambda: [ROOT / "book" / "basics.ipynb", nb])
     mech = mechanism("it acts", verdict([5.0, 6.0, 7.0]), control="c")
-    rows = [
-        mech,
-        claim_row("A beats B", verdict([1.0, 1.1, 0.9]), "+1.7", headline=True),
-        claim_row("x", verdict([1, -1, 2])),
-    ]
-    write_claims(rows, str(tmp_path / "book" / "pfedhn.claims.csv"))
+    second = lead(claim_row("T2: A beats C", verdict([1.0, 1.1, 0.9]), "+2.8 vs pFedMe"), 2, "A beats C",
+                  setting="FMNIST", why="w2")  # fmt: skip
+    first = lead(claim_row("T1: A beats B", verdict([1.0, -1, 2])), 1, "A beats B", setting="FMNIST", why="w1")
+    write_claims(
+        [mech, second, first, claim_row("x", verdict([1, -1, 2]))], str(tmp_path / "book" / "pfedhn.claims.csv")
+    )
     build_book.write_findings(tmp_path)
     text = (tmp_path / "book" / "intro.md").read_text()
-    assert "<!-- findings -->" not in text and "**[basics](basics.ipynb)**: not executed in this build." in text
-    assert "(pfedhn.ipynb)**: 3 claims; 2 reproduces, 1 inconclusive." in text and "pFedHN" in text
-    assert "**Across the book, 3 claims:** 2 reproduces, 1 inconclusive." in text
-    assert "* *inconclusive*: the claim ran to its seed plan" in text and "*contradicted*" not in text  # the words used
-    assert "* A beats B: **reproduces**, ours +1.0 [" in text and "the paper: +1.7." in text and "* x:" not in text
+    assert "<!-- findings -->" not in text and text.index("Results at a glance") < text.index("| The paper claims |")
+    first_table = text.split(":::{table}")[1]  # the first screen's table: one row a paper, its first lead claim
+    assert "(pfedhn.ipynb): A beats B" in first_table and "A beats C" not in first_table.split(":::")[0]
+    folded = text.split("::::{dropdown}")[1]  # every lead claim, in the paper's order
+    assert folded.index("A beats B") < folded.index("A beats C") and "+2.8 vs pFedMe" in folded
+    assert "**The five papers' 3 claims:** 2 inconclusive, 1 reproduces." in text  # the mechanism check is ours
+    assert "**The book's 1 own checks**" in text and "* [basics](basics.ipynb): not executed in this build." in text
+    assert "* flag *mechanism inert*:" in text and "* *inconclusive*: the claim ran to its seed plan" in text
