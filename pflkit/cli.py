@@ -366,7 +366,7 @@ def cmd_run(args, extra: list[str]) -> None:
 
 def cmd_replay(args) -> None:
     from .profiles import COMMITTED
-    from .replay import check, record_prefixes, stores
+    from .replay import record_prefixes, stores
 
     paths = [Path(p) for p in args.stores] or stores(COMMITTED)
     for p in paths:
@@ -378,9 +378,29 @@ def cmd_replay(args) -> None:
     if args.record:
         print(f"{sum(record_prefixes(p) for p in paths)} prefixes recorded")
         return
-    stale = [line for p in paths for line in check(p, args.sample, args.seed, args.rounds)]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .store import cores
+
+    stale = []
+    # the stores replay side by side, one per core (each run replays at its own recorded thread count)
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    with ProcessPoolExecutor(max(1, min(cores(), len(paths))), mp_context=ctx) as pool:
+        for lines, found in pool.map(_replay_store, [(p, args.sample, args.seed, args.rounds) for p in paths]):
+            print("\n".join(lines), flush=True)
+            stale += found
     if stale:
         raise PflkitError("\n".join(stale))
+
+
+def _replay_store(job) -> tuple[list[str], list[str]]:
+    """One store's replay check in a worker: its log lines and its stale runs."""
+    from .replay import check
+
+    path, k, seed, rounds = job
+    lines: list[str] = []
+    return lines, check(path, k, seed, rounds, log=lines.append)
 
 
 def method_help(parser: argparse.ArgumentParser, argv: list[str]) -> bool:

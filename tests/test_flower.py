@@ -12,7 +12,7 @@ from pflkit.engine import run
 from pflkit.methods import METHODS as REGISTRY
 from tests.conftest import PUBLIC, strip, tiny_config, torch_threads
 
-pytestmark = pytest.mark.xdist_group("ray")  # one worker starts Ray and the Flower federations
+pytestmark = pytest.mark.xdist_group("ray")  # one worker starts Ray (once for the module) and its simulations
 
 flower = pytest.importorskip("pflkit.flower")
 pytest.importorskip("flwr.simulation")

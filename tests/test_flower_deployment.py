@@ -11,7 +11,7 @@ from pflkit.engine import run
 from pflkit.errors import PflkitError
 from tests.conftest import strip, tiny_config, torch_threads
 
-pytestmark = pytest.mark.xdist_group("ray")  # one worker starts Ray and the Flower federations
+pytestmark = pytest.mark.xdist_group("flower-deployment")  # one worker runs the SuperLink federations, in order
 
 flower = pytest.importorskip("pflkit.flower")
 pytest.importorskip("flwr.simulation")
