@@ -93,10 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--sample", type=int, default=4, help="runs per store (default 4)")
     rp.add_argument("--rounds", type=int, default=2, help="rounds replayed per run (default 2)")
     rp.add_argument("--seed", type=int, default=None, help="sample seed (default: from the git commit)")
+    rp.add_argument("--budget", type=float, default=REPLAY_BUDGET_S,
+                    help=f"recorded training seconds replayed per store, at most (default {REPLAY_BUDGET_S:g})")  # fmt: skip
     rp.add_argument("--record", action="store_true", help="record the prefix of every stored run lacking one")
     return parser
 
 
+# the replay check's time, bounded: a store's sample replays at most this many recorded training
+# seconds (on the machine kind that made its runs; elsewhere only their cheap prefixes replay)
+REPLAY_BUDGET_S = 20.0
 TRAINING_DEFAULTS = {"batch_size": 50, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0, "grad_clip": 0.0}
 
 
@@ -387,7 +392,8 @@ def cmd_replay(args) -> None:
     # the stores replay side by side, one per core (each run replays at its own recorded thread count)
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
     with ProcessPoolExecutor(max(1, min(cores(), len(paths))), mp_context=ctx) as pool:
-        for lines, found in pool.map(_replay_store, [(p, args.sample, args.seed, args.rounds) for p in paths]):
+        jobs = [(p, args.sample, args.seed, args.rounds, args.budget) for p in paths]
+        for lines, found in pool.map(_replay_store, jobs):
             print("\n".join(lines), flush=True)
             stale += found
     if stale:
@@ -398,9 +404,9 @@ def _replay_store(job) -> tuple[list[str], list[str]]:
     """One store's replay check in a worker: its log lines and its stale runs."""
     from .replay import check
 
-    path, k, seed, rounds = job
+    path, k, seed, rounds, budget_s = job
     lines: list[str] = []
-    return lines, check(path, k, seed, rounds, log=lines.append)
+    return lines, check(path, k, seed, rounds, log=lines.append, budget_s=budget_s)
 
 
 def method_help(parser: argparse.ArgumentParser, argv: list[str]) -> bool:

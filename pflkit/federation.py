@@ -76,6 +76,20 @@ class RunConfig:
         return d
 
 
+def config_of(record: dict) -> RunConfig:
+    """The RunConfig a stored run was made from (fields added to the kit later keep their defaults)."""
+    names = {f.name for f in dataclasses.fields(RunConfig)}
+    d = dict(record["config"])
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise PflkitError(f"run {record.get('key', '?')} has config fields this kit lacks: {', '.join(unknown)}")
+    d["shares"] = tuple(d.get("shares", (0.4, 0.6)))
+    if d.get("novel_alpha") is not None:
+        d["novel_alpha"] = tuple(d["novel_alpha"])
+    d["checkpoint"] = None
+    return RunConfig(**d)
+
+
 def pick_device(name: str = "auto") -> torch.device:
     """``auto``: cuda if present, then mps, then cpu."""
     if name != "auto":

@@ -45,6 +45,7 @@ import torch
 
 from .engine import Federation, LocalClients, RunConfig, build, run
 from .errors import PflkitError
+from .federation import config_of
 
 try:
     from flwr.app import ConfigRecord, Context, Message, RecordDict
@@ -82,8 +83,6 @@ def read(message: Message) -> tuple[str, int, object]:
 
 
 def config_from_json(cfg_json: str) -> RunConfig:
-    from .replay import config_of
-
     d = json.loads(cfg_json)
     return dataclasses.replace(config_of({"config": d}), checkpoint=d.get("checkpoint"))  # config_of drops it
 

@@ -321,3 +321,11 @@ def fit(table, columns, title: str = "Every column") -> Fitted:
     """``table`` shown with ``columns`` only (at most six beside the index fit the page), and
     whole in a fold titled ``title``."""
     return Fitted(table, columns, title)
+
+
+def budget_table(report) -> pd.DataFrame:
+    """The budget report of :func:`~pflkit.sweeps.until_flat` as a page shows it: one row per
+    headline arm, its rounds (and the multiple of its first budget), the last fifth's validation
+    gain in points (mean over seeds) and whether it still improved at its end."""
+    words = {True: "yes", False: "no", None: "not measured"}
+    return report.assign(**{"still improving": report["still improving"].map(words)}).set_index("arm").round(1)

@@ -28,7 +28,6 @@ successive commits look at different runs.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 import subprocess
@@ -39,7 +38,8 @@ import torch
 
 from .compute import compute_path, recorded_path, set_memory_format
 from .engine import Federation, RunConfig, cpu_model, git_commit, run
-from .errors import PflkitError, TrainingDiverged
+from .errors import TrainingDiverged
+from .federation import config_of
 from .fingerprint import (
     PREFIX_OPTIMIZERS,
     PREFIX_RTOL,
@@ -54,20 +54,6 @@ from .store import Store, _write_atomically, bound_of
 
 REPLAY_ROUNDS = 2
 REPLAY_TRAIN_S = 60.0  # the most recorded training seconds a replay spends to reach a run's first evaluation
-
-
-def config_of(record: dict) -> RunConfig:
-    """The RunConfig a stored run was made from (fields added to the kit later keep their defaults)."""
-    names = {f.name for f in dataclasses.fields(RunConfig)}
-    d = dict(record["config"])
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise PflkitError(f"run {record.get('key', '?')} has config fields this kit lacks: {', '.join(unknown)}")
-    d["shares"] = tuple(d.get("shares", (0.4, 0.6)))
-    if d.get("novel_alpha") is not None:
-        d["novel_alpha"] = tuple(d["novel_alpha"])
-    d["checkpoint"] = None
-    return RunConfig(**d)
 
 
 def exact_expected(record: dict) -> bool:
@@ -184,12 +170,34 @@ def commit_seed() -> int:
         return 0
 
 
-def sample(store: Store, k: int, seed: int) -> list[str]:
-    """``k`` keys of the store's finished runs, drawn with ``seed`` (all of them when it holds fewer)."""
+def replay_cost(record: dict, rounds: int = REPLAY_ROUNDS) -> float:
+    """The recorded training seconds a replay of ``record`` repeats: its replayed rounds' share of
+    the run's training time on this machine kind (0 elsewhere: there only the prefix replays)."""
+    train_s = _train_s(record)
+    if not train_s or not exact_expected(record):
+        return 0.0
+    cfg = config_of(record)
+    return train_s * replay_rounds(cfg, rounds, True, train_s) / cfg.rounds
+
+
+def sample(store: Store, k: int, seed: int, budget_s: float | None = None, rounds: int = REPLAY_ROUNDS) -> list[str]:
+    """``k`` keys of the store's finished runs, drawn with ``seed`` (all of them when it holds fewer).
+    ``budget_s``: the draw goes on through the store in the seed's order, keeping a run while the
+    recorded training seconds of those kept (:func:`replay_cost`) stay within it; when none fits,
+    the cheapest run is kept, so a check is never empty and its time does not grow with the store."""
     keys = store.keys()
-    if len(keys) <= k:
-        return keys
-    return sorted(np.random.default_rng(seed).choice(keys, k, replace=False).tolist())
+    order = [keys[i] for i in np.random.default_rng(seed).permutation(len(keys))] if len(keys) > k else keys
+    if budget_s is None:
+        return sorted(order[:k])
+    kept, spent, costs = [], 0.0, {}
+    for key in order:
+        costs[key] = replay_cost(store.get(key), rounds)
+        if spent + costs[key] <= budget_s:
+            kept.append(key)
+            spent += costs[key]
+        if len(kept) == k:
+            break
+    return sorted(kept) or [min(costs, key=costs.get)]
 
 
 def verdict(record: dict, rounds: int = REPLAY_ROUNDS) -> tuple[str, list[str]]:
@@ -214,13 +222,16 @@ def verdict(record: dict, rounds: int = REPLAY_ROUNDS) -> tuple[str, list[str]]:
     return "replays", how
 
 
-def check(path, k: int = 3, seed: int | None = None, rounds: int = REPLAY_ROUNDS, log=print) -> list[str]:
-    """Replay a sample of ``k`` runs of the store at ``path``; one line per stale run (empty: none).
-    ``log`` gets one line for every run sampled (replays, stale, diverged, or the error it raised)."""
+def check(
+    path, k: int = 3, seed: int | None = None, rounds: int = REPLAY_ROUNDS, log=print, budget_s: float | None = None
+) -> list[str]:  # fmt: skip
+    """Replay a sample of ``k`` runs of the store at ``path`` (within ``budget_s`` recorded training
+    seconds: :func:`sample`); one line per stale run (empty: none).  ``log`` gets one line for every
+    run sampled (replays, stale, diverged, or the error it raised)."""
     store = Store(path, reuse="any")
     seed = commit_seed() if seed is None else seed
     stale = []
-    for key in sample(store, k, seed):
+    for key in sample(store, k, seed, budget_s, rounds):
         f = repo_relative(store.file(key))
         try:
             status, details = verdict(store.get(key), rounds)

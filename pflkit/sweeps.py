@@ -25,6 +25,7 @@ from . import fingerprint
 from .compute import compute_path
 from .engine import Federation, RunConfig, cpu_model, dataset, git_commit, run
 from .errors import NotInStore, PflkitError, TrainingDiverged
+from .federation import config_of
 from .methods import display_name, get_method
 from .profiles import repo_relative
 from .store import Store, _log_usage, canonical, code_version, cores, run_key
@@ -233,10 +234,11 @@ def longer(cfg: RunConfig, factor: int) -> RunConfig:
 
 
 def until_flat(
-    result: SweepResult, arms: dict[str, RunConfig], store, *, only: Iterable[str] | None = None,
+    result: SweepResult, arms: dict[str, RunConfig] | None, store, *, only: Iterable[str] | None = None,
     cap: int = EXTEND_CAP, **kw,
 ) -> tuple[SweepResult, pd.DataFrame]:  # fmt: skip
-    """Every arm of ``only`` (default: all of ``arms``) that was still improving at the end of its
+    """Every arm of ``only`` (default: all of ``arms``; ``None``: each arm as its runs in ``result``
+    were made, e.g. after a fallback of :func:`~pflkit.tuning.sweep_stable`) that was still improving at the end of its
     budget in ``result`` runs on: again with twice the rounds (:func:`longer`), on the seeds it
     ran, until the budget flag no longer marks it or it reached ``cap`` times its rounds.  Each arm
     is then read at its own stopping point, under its own name.  ``kw`` goes to :func:`sweep`
@@ -245,6 +247,8 @@ def until_flat(
     its validation gain over the last fifth (mean over seeds) and whether it was still improving."""
     if cap < 1:
         raise PflkitError(f"cap must be >= 1, got {cap}")
+    if arms is None:
+        arms = {a: config_of(r) for (a, _), r in reversed(result.records.items())}  # each arm's first run
     only = list(arms) if only is None else [a for a in only if a in arms]
     seeds = {a: sorted(s for (b, s) in result.records if b == a) for a in only}
     records, factor = dict(result.records), dict.fromkeys(only, 1)

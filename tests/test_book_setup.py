@@ -150,3 +150,23 @@ def test_the_landing_page_opens_with_each_papers_lead_claims_and_a_tally_split_t
     assert "**The five papers' 3 claims:** 2 inconclusive, 1 reproduces." in text  # the mechanism check is ours
     assert "**The book's 1 own checks**" in text and "* [basics](basics.ipynb): not executed in this build." in text
     assert "* flag *mechanism inert*:" in text and "* *inconclusive*: the claim ran to its seed plan" in text
+
+
+def test_chapters_executed_side_by_side_keep_every_entry_of_the_report(tmp_path):
+    """Two processes adding entries to one execution report at once lose none (the report's lock)."""
+    import multiprocessing as mp
+
+    report = tmp_path / "execution.json"
+
+    def write(who):
+        for i in range(25):
+            build_book.record_execution(report, f"{who}-{i}", {"wall_s": i})
+
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=write, args=(w,)) for w in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert {p.exitcode for p in procs} == {0}
+    assert len(json.loads(report.read_text())) == 50

@@ -163,6 +163,8 @@ def test_a_still_improving_arm_runs_on_to_its_cap_at_the_same_per_round_protocol
     )
     capped, report = ex.until_flat(first, base, tmp_path, cap=2, only=["FedAvg"], workers=1, progress=False)
     assert capped["FedAvg", 0]["config"]["rounds"] == 4 and capped.computed == 4  # stored: nothing run again
+    as_run, _ = ex.until_flat(first, None, tmp_path, cap=2, only=["FedAvg"], workers=1, progress=False)
+    assert as_run.records == capped.records  # arms=None: each arm's config read from its runs, the same keys
     assert list(report.arm) == ["FedAvg"] and bool(report["still improving"].iloc[0])
     flagged.clear()
     same, _ = ex.until_flat(first, base, tmp_path, workers=1, progress=False)

@@ -8,6 +8,7 @@ time goes to the execution report.
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,19 @@ sys.path.insert(0, str(ROOT / "tools"))
 import build_book  # noqa: E402
 
 CHAPTERS = build_book.chapters()
+# `make test` executes the chapters on both cores (pytest-xdist, --dist loadgroup): a chapter's two
+# tests share a worker, in order, and each worker keeps to one core (see pin_to_one_core)
+BY_CHAPTER = [pytest.param(nb, id=nb.stem, marks=pytest.mark.xdist_group(nb.stem)) for nb in CHAPTERS]
+
+
+def pin_to_one_core() -> None:
+    """Under pytest-xdist, this worker (and the kernels it starts) keeps to one core of its own, so
+    a chapter's sweeps run one worker of one torch thread beside the other worker's chapter: the
+    same runs, the same store keys as on two cores."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
 
 
 def test_every_chapter_is_in_the_toc():
@@ -37,8 +51,9 @@ def test_chapter_structure(nb):
 
 
 @pytest.mark.notebooks
-@pytest.mark.parametrize("nb", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("nb", BY_CHAPTER)
 def test_chapter_executes_at_smoke(nb):
+    pin_to_one_core()
     report = build_book.execute("smoke", force=True, only=[nb.stem])
     rel = str(nb.relative_to(ROOT))
     out = ROOT / "_build" / "smoke" / "stage" / rel
@@ -52,7 +67,7 @@ SMOKE_REPLAYS = 2  # runs per chapter recomputed whole
 
 
 @pytest.mark.notebooks
-@pytest.mark.parametrize("nb", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("nb", BY_CHAPTER)
 def test_the_chapters_smoke_runs_recompute_identically(nb):
     from pflkit.profiles import store_for
     from pflkit.replay import check

@@ -96,6 +96,19 @@ def test_config_round_trips_and_the_sample_follows_the_seed(tmp_path):
     assert len(a) == 3 and set(a) <= set(keys) and a == replay.sample(store_like, 3, 1) and a != b
 
 
+def test_the_sample_keeps_within_its_budget_of_replayed_training_seconds(monkeypatch):
+    keys = [f"run-{i}" for i in range(10)]
+    cost = {k: float(i) for i, k in enumerate(keys)}  # run-i replays i recorded seconds
+    store_like = SimpleNamespace(keys=lambda: keys, get=lambda key: {"key": key})
+    monkeypatch.setattr(replay, "replay_cost", lambda record, rounds: cost[record["key"]])
+    for seed in range(5):
+        kept = replay.sample(store_like, 4, seed, budget_s=6.0)
+        assert 1 <= len(kept) <= 4 and sum(cost[k] for k in kept) <= 6.0
+    assert replay.sample(store_like, 4, 0, budget_s=1e9) == replay.sample(store_like, 4, 0)  # a loose budget: k runs
+    cost.update(dict.fromkeys(keys, 50.0), **{"run-7": 30.0})
+    assert replay.sample(store_like, 4, 0, budget_s=6.0) == ["run-7"]  # none fits: the cheapest, never none
+
+
 def test_book_profile_reads_the_committed_store(monkeypatch, tmp_path):
     monkeypatch.delenv("PFLBOOK_STORE_ROOT", raising=False)
     monkeypatch.delenv("PFLBOOK_FRESH", raising=False)

@@ -171,7 +171,7 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None, fi
             failed.replace(out)
             wall = time.perf_counter() - t0
             print(f"[{profile}] {rel}: {wall:.1f} s", flush=True)
-            report[str(rel)] = {
+            report = record_execution(report_path, str(rel), {
                 "profile": profile,
                 "wall_s": round(wall, 1),
                 "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -180,14 +180,58 @@ def execute(profile: str, force: bool = False, only: list[str] | None = None, fi
                 **store_usage(usage),
                 "claims": claims_tally(claims),
                 "store_stamp": stamp,
-            }
-            report_path.write_text(json.dumps(report, indent=1))
+            })  # fmt: skip
     finally:
         if env_profile is None:
             os.environ.pop("PFLBOOK_PROFILE", None)
         else:
             os.environ["PFLBOOK_PROFILE"] = env_profile
     return report
+
+
+def record_execution(report_path: Path, rel: str, entry: dict) -> dict:
+    """Add one chapter's entry to the execution report, under a lock: chapters executed side by
+    side (``--jobs``, the test suite on both cores) write the one report.  Returns the report."""
+    import fcntl
+
+    with open(report_path.with_name(report_path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        report = json.loads(report_path.read_text()) if report_path.exists() else {}
+        report[rel] = entry
+        tmp = report_path.with_name(report_path.name + ".tmp")
+        tmp.write_text(json.dumps(report, indent=1))
+        tmp.replace(report_path)
+    return report
+
+
+def execute_side_by_side(profile: str, jobs: int, force: bool, only: list[str] | None, fill: bool) -> None:
+    """:func:`execute`, ``jobs`` chapters at a time, each in its own process pinned to one core
+    (so a chapter's sweeps run one worker of one torch thread: the same runs, the same keys),
+    the longest chapters of the last report first.  Raises naming the chapters that failed."""
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    report_path = ROOT / "_build" / profile / "stage" / "execution.json"
+    last = json.loads(report_path.read_text()) if report_path.exists() else {}
+    todo = [nb for nb in chapters() if not only or nb.stem in only]
+    todo.sort(key=lambda nb: -last.get(str(nb.relative_to(ROOT)), {}).get("wall_s", 0.0))
+    cores = queue.Queue()
+    for core in sorted(os.sched_getaffinity(0))[: max(1, jobs)]:
+        cores.put(core)
+
+    def one(nb: Path) -> int:
+        core = cores.get()
+        try:
+            cmd = [sys.executable, __file__, "--profile", profile, "--no-build", "--no-stage", "--only", nb.stem]
+            cmd += ["--force"] * force + ["--fill"] * fill
+            return subprocess.run(cmd, preexec_fn=lambda: os.sched_setaffinity(0, {core})).returncode
+        finally:
+            cores.put(core)
+
+    with ThreadPoolExecutor(cores.qsize()) as pool:
+        codes = dict(zip((nb.stem for nb in todo), pool.map(one, todo)))
+    if failed := [c for c, rc in codes.items() if rc]:
+        raise RuntimeError(f"{', '.join(failed)} failed (their partial runs are in _build/{profile}/stage/book/)")
 
 
 def store_stamp(nb: Path, profile: str, read_only: bool = False) -> str:
@@ -451,13 +495,22 @@ def main() -> None:
     ap.add_argument("--force", action="store_true", help="re-execute even if up to date")
     ap.add_argument("--only", nargs="*", help="execute only these chapters (file stems)")
     ap.add_argument("--fill", action="store_true", help="at book: compute the runs the committed store lacks (hours)")
+    ap.add_argument("--jobs", type=int, default=1, help="chapters executed side by side, one core each (default 1)")
+    ap.add_argument("--no-stage", action="store_true", help=argparse.SUPPRESS)  # a side-by-side chapter's process
     args = ap.parse_args()
+    if args.jobs < 1:
+        sys.exit(f"error: --jobs must be >= 1, got {args.jobs}")
     t0 = time.perf_counter()
     if not args.no_execute:
         try:
-            execute(args.profile, force=args.force, only=args.only, fill=args.fill)
+            if args.jobs > 1:
+                execute_side_by_side(args.profile, args.jobs, args.force, args.only, args.fill)
+            else:
+                execute(args.profile, force=args.force, only=args.only, fill=args.fill)
         except Exception as err:  # papermill's PapermillExecutionError carries the cell's traceback
             sys.exit(f"error: chapter execution failed: {describe(err)}")
+    if args.no_stage:
+        return
     stage_sources(args.profile)
     if not args.no_build:
         build_html(args.profile)
