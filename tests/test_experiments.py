@@ -649,3 +649,17 @@ def test_tune_axis_shared_chooses_one_value_for_every_label(tmp_path):
     assert grids[0][max(means, key=means.get)] == chosen.pop()
     with pytest.raises(PflkitError, match="one grid"):
         ex.tune_axis(configs, "lr", {"Local": [0.1, 0.2], "FedAvg": [0.1, 0.3]}, [0], tmp_path, shared=True)
+
+
+def test_the_budget_table_shows_each_headline_arm_with_words_for_its_flag():
+    import pandas as pd
+
+    from pflkit.pages import budget_table
+
+    report = pd.DataFrame([{"arm": "FedAvg", "rounds": 40, "budget": "2×", "gain over the last fifth (points)": 0.456,
+                            "still improving": False},
+                           {"arm": "Local", "rounds": 20, "budget": "1×", "gain over the last fifth (points)": 1.73,
+                            "still improving": True}])  # fmt: skip
+    table = budget_table(report)
+    assert list(table.index) == ["FedAvg", "Local"] and list(table["still improving"]) == ["no", "yes"]
+    assert table.loc["FedAvg", "gain over the last fifth (points)"] == 0.5 and table.loc["Local", "budget"] == "1×"
