@@ -14,8 +14,11 @@ from pflkit.chapters.fedmn import (
     clipped_interval,
     common_seed_means,
     decision_ari,
+    oracle_table,
     pi_spread,
     plain_pilot,
+    router_probe,
+    router_trace,
     routing_probe,
     swap_gain,
     swap_partners,
@@ -99,3 +102,26 @@ def test_common_seed_means_use_only_the_seeds_every_arm_ran():
     assert common == [0, 1, 2]
     assert list(means.index) == ["B", "A"]
     assert means["A"] == pytest.approx(82.0) and means["B"] == pytest.approx(85.333333)
+
+
+def test_router_probe_adds_the_routers_input_every_routing_round_and_the_oracle_at_the_end():
+    cfg = tiny_config(method="fedmn", partition="label-clusters", label_clusters=2, alpha=0.4, rounds=4, eval_every=1,
+                      options={"hidden": 16, "label_dim": 4, "arch": "2,2,2", "pretrain_fraction": 0.25})  # fmt: skip
+    seen = {}
+    run(cfg, Federation.from_config(cfg), on_round=lambda r, row, s, c: seen.update({r: router_probe(r, row, s, c)}))
+    assert {r for r, p in seen.items() if p} == {1, 2, 3, 4}  # from the switch (after round 1) on
+    assert all(p["gap"] >= 0 and 0 < p["label_share"] < 1 and p["g_sd"] >= 0 for p in seen.values())
+    assert "oracle" not in seen[3] and len(seen[4]["oracle"]) == cfg.clients and "swap" in seen[4]
+    records = {("FedMN", 0): {"config": {"rounds": 4}}}
+    result = type("R", (), {"records": records, "probes": lambda self, a, s: seen,
+                            "__getitem__": lambda self, k: records[k]})()  # fmt: skip
+    trace = router_trace(result, "FedMN")
+    assert list(trace["round"]) == [1, 2, 3, 4] and list(trace.columns) == [
+        "seed",
+        "round",
+        "gap",
+        "label_share",
+        "g_sd",
+    ]
+    table = oracle_table(result, "FedMN")
+    assert table.shape == (1, 4) and 0 <= table.values.min() and table.values.max() <= 100

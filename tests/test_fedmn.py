@@ -399,3 +399,37 @@ def test_the_swap_test_scores_a_client_with_another_clients_decision(tiny_fed):
     r = routing(server, clients)
     assert set(r) == {c.cid for c in clients}
     assert all(0 < p < 1 for v in r.values() for p in v["pi"]) and all(len(v["active"]) == 2 for v in r.values())
+
+
+def test_forward_is_layer_one_then_the_routed_layers_and_the_router_reads_its_input(tiny_fed):
+    """ModularNet.forward = route(encode(x)) exactly; Router.inputs gives a unit-or-shorter mean
+    embedding and the labels' share of the squared norm, in (0, 1)."""
+    cfg = cfg_(arch="2,2,2")
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    net = clients[0].model
+    x, y = clients[0].data.split("train")
+    c = torch.rand(net.n_paths)
+    net.eval()  # no dropout: two passes draw nothing
+    with torch.no_grad():
+        assert torch.equal(net(x, c), net.route(net.encode(x), c, len(x)))
+    e, share = net.router.inputs(x, y)
+    assert e.shape == (net.router.h.in_features,) and float(e.norm()) <= 1 + 1e-6 and 0 < share < 1
+
+
+def test_the_oracle_fits_decisions_per_group_and_scores_every_client_four_ways(tiny_fed):
+    """oracle_decisions: the network is unchanged by the fit; one group per client gives the own
+    group's decision == its partner's when the partner is itself; every accuracy in [0, 1]."""
+    from pflkit.methods.fedmn import oracle_decisions
+
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.25)
+    got = {}
+    run(cfg, tiny_fed(cfg), on_round=lambda r, row, s, c: got.update(server=s, clients=c))
+    server, clients = got["server"], got["clients"]
+    before = {k: v.clone() for k, v in server.theta.items()}
+    groups = [i % 2 for i in range(len(clients))]
+    same = oracle_decisions(server, clients, groups, {c.cid: c.cid for c in clients}, steps=5)
+    assert all(len(v) == 4 and own == partner for v in same.values() for own, partner in [v[2:]])
+    other = oracle_decisions(server, clients, groups, {c.cid: clients[(i + 1) % 4].cid for i, c in enumerate(clients)},
+                             steps=5)  # fmt: skip
+    assert all(0 <= a <= 1 for v in other.values() for a in v)
+    assert all(torch.equal(before[k], server.theta[k]) for k in before)  # fitting decisions leaves θ as it was

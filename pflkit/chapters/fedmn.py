@@ -12,7 +12,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from ..engine import Federation
 from ..methods import get_method
-from ..methods.fedmn import build_net, decision_swap_accuracy
+from ..methods.fedmn import build_net, decision_swap_accuracy, oracle_decisions, pretrain_rounds
 from ..models import build_model
 from ..verdicts import seeds_text
 
@@ -64,6 +64,63 @@ def routing_probe(rnd, row, server, clients):
     partner = swap_partners(client_groups(Federation.from_config(server.cfg)))
     out["swap"] = [[round(a, 4), round(b, 4)] for a, b in decision_swap_accuracy(server, clients, partner).values()]
     return out
+
+
+def router_probe(rnd, row, server, clients):
+    """:func:`routing_probe`, and what the router reads and says on every evaluated routing round:
+    ``gap``, the mean distance between the label clusters' means of the clients' mean normalised
+    embeddings (h's input, eq. 9; from the switch to routing on); ``label_share``, the labels' share of an embedding's squared
+    norm (mean over clients); ``g_sd``, the spread of the logits G over the clients (standard
+    deviation per path, mean over the paths; unrounded).  At the last round also the oracle
+    (:func:`pflkit.methods.fedmn.oracle_decisions`: per client, its test accuracy with the
+    router's decision, the best common one, its own cluster's and its swap partner's cluster's)."""
+    if server.cfg.method != "fedmn" or row is None or rnd < pretrain_rounds(server.cfg, server.opt):
+        return None  # from the switch on: φ_x has just been copied from encoder 0 at the switch
+    for i, c in enumerate(clients):
+        c.eval_model(server.eval_message(i))  # the global θ, router included, as the evaluation loaded it
+    groups = client_groups(Federation.from_config(server.cfg))
+    embeds, shares, logits = [], [], []
+    with torch.no_grad():
+        for c in clients:
+            x, y = c.data.split("train")
+            e, share = c.model.router.inputs(x, y)
+            embeds.append(e)
+            shares.append(share)
+            logits.append(c.model.router.logits(x, y))
+    embeds = torch.stack(embeds)
+    means = [embeds[torch.as_tensor(groups == g)].mean(0) for g in sorted(set(groups.tolist()))]
+    gaps = [float((a - b).norm()) for i, a in enumerate(means) for b in means[i + 1 :]]
+    out = {"gap": float(np.mean(gaps)) if gaps else 0.0, "label_share": float(np.mean(shares)),
+           "g_sd": float(torch.stack(logits).std(0, unbiased=False).mean())}  # fmt: skip
+    if rnd == server.cfg.rounds:
+        out |= routing_probe(rnd, row, server, clients)
+        partner = swap_partners(groups)
+        out["oracle"] = [
+            [round(a, 4) for a in accs] for accs in oracle_decisions(server, clients, groups, partner).values()
+        ]
+    return out
+
+
+ORACLE = ("router's decision", "best common", "own cluster's", "partner cluster's")  # the oracle's columns
+
+
+def router_trace(result, arm: str) -> pd.DataFrame:
+    """:func:`router_probe`'s per-round record of every seed of ``arm``: seed, round, gap, label
+    share and the logits' spread over clients."""
+    rows = [{"seed": s, "round": r, **{k: p[k] for k in ("gap", "label_share", "g_sd")}}
+            for (a, s) in result.records if a == arm for r, p in sorted(result.probes(a, s).items())
+            if p and "g_sd" in p]  # fmt: skip
+    return pd.DataFrame(rows, columns=["seed", "round", "gap", "label_share", "g_sd"])
+
+
+def oracle_table(result, arm: str) -> pd.DataFrame:
+    """Per seed of ``arm``: the oracle's four mean client test accuracies (%, :data:`ORACLE`)."""
+    rows = {}
+    for a, s in result.records:
+        p = result.probes(a, s).get(result[a, s]["config"]["rounds"]) if a == arm else None
+        if p and "oracle" in p:
+            rows[s] = dict(zip(ORACLE, 100 * np.asarray(p["oracle"], dtype=float).mean(0)))
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(ORACLE)).rename_axis("seed")
 
 
 def swap_gain(result, arm: str, rounds: int) -> pd.Series:

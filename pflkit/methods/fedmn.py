@@ -113,6 +113,16 @@ class Router(nn.Module):
             total = total + self.h(F.normalize(joint, dim=1)).sum(0)
         return total / max(len(y), 1)
 
+    @torch.no_grad()
+    def inputs(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """What h reads of a client (a diagnostic, not eq. 9's computation): the mean of the
+        normalised [φ_x(x), φ_y(y)] over its samples, and the label part's mean share of a sample's
+        squared norm before the normalisation."""
+        joint = torch.cat([self.phi_x(x), self.phi_y(F.one_hot(y, self.n_classes).float())], dim=1)
+        sq = joint.pow(2)
+        label_share = (sq[:, -self.phi_y.out_features :].sum(1) / sq.sum(1).clamp_min(1e-12)).mean()
+        return F.normalize(joint, dim=1).mean(0), float(label_share)
+
 
 class ModularNet(nn.Module):
     """Encoders (layer 1), layers of blocks (2..L) and the router; ``forward(x, c)`` with the
@@ -184,10 +194,18 @@ class ModularNet(nn.Module):
         return [head(enc(x)) for enc, head in zip(self.encoders, self.pre_heads)]
 
     def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        mats = self.path_matrices(c)
-        outs = [enc(x) for enc in self.encoders]  # eq. 1
+        return self.route(self.encode(x), c, len(x))
+
+    def encode(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Layer 1: the encoders' outputs (eq. 1)."""
+        outs = [enc(x) for enc in self.encoders]
         if self.shared:  # the authors' code: one encoder instance in all n_1 places of layer 1
             outs = outs * self.arch[0]
+        return outs
+
+    def route(self, outs: list[torch.Tensor], c: torch.Tensor, n: int) -> torch.Tensor:
+        """Layers 2..L along the paths weighted by ``c`` (eq. 13), from layer 1's outputs."""
+        mats = self.path_matrices(c)
         alive = [True] * len(outs)
         for li, C in enumerate(mats):
             last = li == len(mats) - 1
@@ -208,7 +226,7 @@ class ModularNet(nn.Module):
             outs, alive = new, new_alive
         logits = outs[0]
         if logits is None:  # no active path reaches the output: uniform prediction
-            return torch.zeros(len(x), self.router.n_classes, device=x.device)
+            return torch.zeros(n, self.router.n_classes, device=c.device)
         return logits
 
 
@@ -551,6 +569,49 @@ def decision_swap_accuracy(server: FedMNServer, clients: list[Client], partner: 
         swapped = evaluate(_Routed(model.net, models[partner[c.cid]].c), x, y)["correct"] / len(y)
         out[c.cid] = (own, swapped)
     return out
+
+
+def oracle_decisions(
+    server: FedMNServer, clients: list[Client], groups, partner: dict[int, int], steps: int = 60, lr: float = 0.1
+) -> dict[int, tuple]:  # fmt: skip
+    """Is there anything for a personal decision to gain on the trained network?  With θ frozen
+    (the encoders' outputs computed once, dropout off), path weights c = σ(z) are fitted by Adam
+    (``steps`` full-batch steps from c = ½) on the pooled training data of each group of clients
+    (``groups``: a group per client) and on every client's together (the best common decision).
+    Per client i, its test accuracy with: the router's decision, the best common one, its own
+    group's, and the group of ``partner[i]``'s (a client of another group)."""
+    net = clients[0].model
+    models = {c.cid: c.eval_model(server.eval_message(c.cid)) for c in clients}  # θ is global: one network
+    if not all(isinstance(m, _Routed) for m in models.values()):
+        raise PflkitError("oracle_decisions() needs a run past its pretraining rounds, with routing on")
+    net.eval()
+    with torch.no_grad():
+        feats = {c.cid: {s: (net.encode(c.data.split(s)[0]), c.data.split(s)[1]) for s in ("train", "test")}
+                 for c in clients}  # fmt: skip
+
+    def fit(cids) -> torch.Tensor:
+        outs = [torch.cat([feats[i]["train"][0][k] for i in cids]) for k in range(len(feats[cids[0]]["train"][0]))]
+        y = torch.cat([feats[i]["train"][1] for i in cids])
+        z = torch.zeros(net.n_paths, requires_grad=True)
+        opt = torch.optim.Adam([z], lr=lr)
+        for _ in range(steps):
+            loss = F.cross_entropy(net.route(outs, torch.sigmoid(z), len(y)), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        return torch.sigmoid(z.detach())
+
+    group = dict(zip((c.cid for c in clients), groups))
+    fitted = {g: fit([i for i in group if group[i] == g]) for g in sorted(set(group.values()))}
+    common = fit(list(group))
+
+    def accuracy(cid, c) -> float:
+        outs, y = feats[cid]["test"]
+        with torch.no_grad():
+            return float((net.route(outs, c, len(y)).argmax(1) == y).float().mean()) if len(y) else float("nan")
+
+    return {i: (accuracy(i, models[i].c), accuracy(i, common), accuracy(i, fitted[group[i]]),
+                accuracy(i, fitted[group[partner[i]]])) for i in group}  # fmt: skip
 
 
 def softmax_weights(net: ModularNet, logits: torch.Tensor) -> torch.Tensor:
