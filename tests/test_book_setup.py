@@ -170,3 +170,19 @@ def test_chapters_executed_side_by_side_keep_every_entry_of_the_report(tmp_path)
         p.join()
     assert {p.exitcode for p in procs} == {0}
     assert len(json.loads(report.read_text())) == 50
+
+
+def test_the_execution_report_lists_the_budgets_of_the_claims_the_papers_lead_with(tmp_path):
+    import pandas as pd
+
+    (tmp_path / "book").mkdir()
+    pd.DataFrame([
+        {"claim": "Table 1: A beats B", "lead": 1, "short": "A beats B", "arms": "A 40 rounds (+0.4), B 20 rounds (+1.5)",
+         "verdict": "reproduces", "flags": "budget-limited (B +1.5 points over the last fifth)"},
+        {"claim": "ours: a check", "lead": "", "short": "", "arms": "", "verdict": "inconclusive", "flags": ""},
+    ]).to_csv(tmp_path / "book" / "demo.claims.csv", index=False)  # fmt: skip
+    lines = build_book.budget_section(tmp_path)
+    assert lines[0] == "## Budgets of the headline claims"
+    rows = [ln for ln in lines if ln.startswith("| demo")]
+    assert rows == ["| demo | A beats B | A 40 rounds (+0.4), B 20 rounds (+1.5) | reproduces · budget-limited (B +1.5 "
+                    "points over the last fifth) |"]  # fmt: skip

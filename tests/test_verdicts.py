@@ -354,3 +354,14 @@ def test_lead_claims_are_marked_in_the_papers_order_and_never_dropped_in_silence
         mark_leads(rows, [("Table 1", "x", "y", "z")])
     with pytest.raises(PflkitError, match="0 claims start with 'Table 9'"):
         mark_leads(rows, [("Table 9", "x", "y", "z")])
+
+
+def test_a_claims_arms_budget_names_each_arms_rounds_and_last_fifth_gain():
+    from pflkit.verdicts import arms_budget
+
+    class Result:
+        def finals(self):
+            return pd.DataFrame({"arm": ["A", "A", "B"], "rounds": [40, 40, 20], "gain_last_fifth": [0.2, 0.6, 1.5]})
+
+    assert arms_budget(Result(), "A", "B", "A") == "A 40 rounds (+0.4), B 20 rounds (+1.5)"
+    assert arms_budget(Result(), "C") == ""  # an arm without runs says nothing

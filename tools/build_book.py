@@ -338,20 +338,57 @@ def write_report_page(stage: Path, profile: str) -> None:
         "without `FILL=1`): the chapter stopped at the first sweep that needed them, and its page says",
         "so there; later sweeps of that chapter may need more.",
         "",
-        "| chapter | profile | wall time (s) | runs from store | runs computed | runs not computed yet "
-        "| store commits | finished | commit | device |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| chapter | profile | wall time (s) | runs from store | runs computed | runs not computed yet | finished "
+        "| device |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for rel, r in sorted(report.items()):
-        commits = ", ".join(r.get("store_commits", [])) or "–"
         lines.append(
-            f"| `{rel}` | {r['profile']} | {r['wall_s']} | {r.get('runs_from_store', '–')} | {r.get('runs_computed', '–')} "
-            f"| {r.get('runs_not_computed', '–')} | {commits} | {r['finished']} | {r['commit']} | {r['device']} |"
+            f"| {Path(rel).stem} | {r['profile']} | {r['wall_s']} | {r.get('runs_from_store', '—')} "
+            f"| {r.get('runs_computed', '—')} | {r.get('runs_not_computed', '—')} | {r['finished']} | {r['device']} |"
         )
     total = sum(r["wall_s"] for r in report.values())
-    lines += ["", f"Total execution time: {total:.0f} s.", ""]
+    lines += ["", f"Total execution time: {total:.0f} s.", "", ":::{dropdown} Commits: the code each chapter ran, the store's",
+              "", "| chapter | commit | store commits |", "|---|---|---|"]  # fmt: skip
+    for rel, r in sorted(report.items()):
+        lines.append(f"| {Path(rel).stem} | {r['commit']} | {', '.join(r.get('store_commits', [])) or '—'} |")
+    lines += [":::", ""]
     lines += claims_section(report)
+    lines += budget_section(stage)
     (stage / "book" / "report.md").write_text("\n".join(lines))
+
+
+def budget_section(stage: Path) -> list[str]:
+    """The budgets of the claims the papers lead with, from the chapters' claims files: per claim,
+    the rounds each of its arms ran and its validation gain over the last fifth (an arm still
+    improving by more than a point ran on, to its chapter's cap), and the verdict with its flags."""
+    import pandas as pd
+
+    from pflkit.verdicts import verdict_text
+
+    rows = []
+    for f in sorted((stage / "book").glob("*.claims.csv")):
+        data = pd.read_csv(f, keep_default_na=False)
+        if "lead" not in data:
+            continue
+        for _, r in data[data["lead"].astype(str) != ""].iterrows():
+            flags = [x for x in str(r.get("flags", "")).split("; ") if x]
+            rows.append((f.name.split(".")[0], int(float(r["lead"])), r.get("short") or r["claim"], r.get("arms") or "—",
+                         verdict_text({"verdict": r["verdict"], "flags": flags}, bold=False)))  # fmt: skip
+    if not rows:
+        return []
+    lines = [
+        "## Budgets of the headline claims",
+        "",
+        "Each claim a paper leads with, the rounds each of its arms ran and, in brackets, its validation gain over the",
+        "last fifth of them (mean over seeds, points). An arm still rising by more than a point ran on at the same",
+        "per-round protocol, to its chapter's cap; one that reached the cap still rising keeps *budget-limited*.",
+        "",
+        "| chapter | claim | arms: rounds (last fifth's gain) | verdict |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {c} | {short} | {arms} | {v} |" for c, _, short, arms, v in sorted(rows, key=lambda t: t[:2])]
+    return [*lines, ""]
 
 
 FINDINGS_MARKER = "<!-- findings -->"
