@@ -89,3 +89,134 @@ def fedmn(arch=(3, 3, 3), on=None):
             ha="center", va="top", fontsize=FONT)  # fmt: skip
     fig.tight_layout(pad=0.2)
     return fig
+
+
+def boundary(ax, y, x0, x1, above="server", below="client", at="left"):
+    """The server/client boundary: what crosses it is what the protocol transmits."""
+    ax.plot([x0, x1], [y, y], color="0.5", lw=1.0, ls=(0, (5, 4)))
+    x, ha = (x0, "left") if at == "left" else (x1, "right")
+    ax.text(x, y + 0.12, above, ha=ha, va="bottom", fontsize=FONT, color="0.35", style="italic")
+    ax.text(x, y - 0.12, below, ha=ha, va="top", fontsize=FONT, color="0.35", style="italic")
+
+
+def canvas(width, height, xlim, ylim):
+    fig, ax = plt.subplots(figsize=(width, height))
+    ax.set(xlim=xlim, ylim=ylim, aspect="equal")
+    ax.axis("off")
+    return fig, ax
+
+
+def pfedhn():
+    """pFedHN (§3, Algorithm 1): the server's hypernetwork h(·; φ) turns client i's embedding v_i
+    into its model θ_i; the client trains K steps and returns Δθ_i; the server moves φ and v_i along
+    (∇θ_i)ᵀ Δθ_i.  Only |θ_i| numbers cross each way, however large h is."""
+    fig, ax = canvas(10, 3.9, (-0.2, 12.2), (-0.2, 4.6))
+    boundary(ax, 2.05, -0.1, 12.1, "server", "client $i$")
+    for k, (x, name) in enumerate([(0.6, "$v_1$"), (1.5, "$v_i$"), (2.4, "$\\cdots$"), (3.3, "$v_n$")]):
+        box(ax, x, 3.6, name, w=0.75, h=0.5, color=METHOD if k == 1 else "black")
+    ax.text(1.95, 4.15, "client embeddings $V$ (trained)", ha="center", fontsize=FONT)
+    box(ax, 6.0, 3.6, "hypernetwork $h(v_i;\\varphi)$", w=3.0, h=0.6, color=METHOD)
+    arrow(ax, (3.7, 3.6), (4.45, 3.6), color=METHOD)
+    ax.text(4.07, 3.3, "$v_i$", ha="center", va="top", fontsize=FONT, color=METHOD)
+    box(ax, 9.9, 3.6, "$\\theta_i = h(v_i;\\varphi)$", w=2.2, h=0.6)
+    arrow(ax, (7.55, 3.6), (8.75, 3.6))
+    box(ax, 9.9, 0.7, "$K$ local steps: $\\theta_i \\to \\tilde\\theta_i$", w=3.0, h=0.6)
+    arrow(ax, (10.4, 3.25), (10.4, 1.05))
+    ax.text(10.55, 2.35, "$\\theta_i$ down\n($|\\theta_i|$ numbers)", ha="left", va="center", fontsize=FONT)
+    arrow(ax, (8.35, 0.75), (6.3, 2.6), color=METHOD)
+    ax.text(5.6, 1.3, "$\\Delta\\theta_i = \\tilde\\theta_i - \\theta_i$ up", ha="center", fontsize=FONT, color=METHOD)
+    ax.text(4.3, 2.8, "$\\Delta\\varphi = (\\nabla_\\varphi\\theta_i)^\\top\\Delta\\theta_i$,  "
+            "$\\Delta v_i = (\\nabla_{v_i}\\theta_i)^\\top\\Delta\\theta_i$", ha="center", fontsize=FONT)  # fmt: skip
+    fig.tight_layout(pad=0.2)
+    return fig
+
+
+def pfedmb(branches=3):
+    """pFedMB (eqs. 1–4): every layer holds B branches shared by all clients; client i mixes them
+    with its own weights α on the simplex, W_l = Σ_b α_b W_b, and keeps α private."""
+    fig, ax = canvas(10, 3.6, (-0.2, 12.2), (-0.5, 4.0))
+    box(ax, 0.8, 1.7, "input\n$\\mathbf{x}$", w=1.2, h=0.9)
+    ys = [3.0 - k * 1.3 for k in range(branches)]
+    for k, y in enumerate(ys):
+        box(ax, 3.4, y, f"branch $W_{{{k + 1},l}}$", w=1.9, h=0.6)
+        arrow(ax, (1.4, 1.7), (2.45, y))
+        box(ax, 5.9, y, f"$\\alpha_{{{k + 1},l}}$", w=0.8, h=0.5, color=METHOD)
+        arrow(ax, (4.35, y), (5.5, y))
+        arrow(ax, (6.3, y), (7.6, 1.7), color=METHOD)
+    box(ax, 8.6, 1.7, "$\\sum_b \\alpha_{b,l}\\,(W_{b,l} * \\mathbf{x})$\n$= W_l * \\mathbf{x}$ (eq. 2)", w=2.1, h=1.0)
+    ax.text(3.4, -0.35, "shared: every branch is\ntrained and sent (eq. 4)", ha="center", va="top", fontsize=FONT)
+    ax.text(5.9, -0.35, "client $i$'s own:\n$\\alpha \\geq 0$, $\\sum_b \\alpha_b = 1$\n(eq. 3, never sent)",
+            ha="center", va="top", fontsize=FONT, color=METHOD)  # fmt: skip
+    ax.text(10.85, 1.7, "one plain\nlayer of the\noriginal size\nat inference", ha="center", va="center",
+            fontsize=FONT)  # fmt: skip
+    fig.tight_layout(pad=0.2)
+    return fig
+
+
+def fesem():
+    """FeSEM (eqs. 5–9): the server keeps K centres of the clients' models; the E-step assigns each
+    client to its nearest centre, the M-step moves each centre to the mean of its members, and each
+    client trains from its centre with a proximal pull towards it."""
+    import numpy as np
+
+    fig, ax = canvas(10, 3.8, (-0.3, 12.3), (-0.6, 4.2))
+    rng = np.random.default_rng(3)
+    centres = np.array([[1.4, 2.9], [3.6, 0.9], [4.6, 3.0]])
+    colours = ["#1f77b4", "#2ca02c", "#9467bd"]
+    for k, (cx, cy) in enumerate(centres):
+        pts = np.array([cx, cy]) + rng.normal(0, 0.3, (5, 2)).clip(-0.6, 0.6)
+        for x, y in pts:
+            ax.plot([x, cx], [y, cy], color=colours[k], lw=0.8, alpha=0.6)
+        ax.scatter(pts[:, 0], pts[:, 1], s=28, color=colours[k], zorder=3)
+        ax.scatter([cx], [cy], s=190, marker="*", color=METHOD, edgecolor="black", lw=0.6, zorder=4)
+        ax.text(cx + 0.25, cy + 0.3, f"$\\tilde W^{{({k + 1})}}$", fontsize=FONT)
+    ax.text(2.9, -0.45, "clients' models $W_i$ (dots) and $K$ centres (stars)", ha="center", fontsize=FONT)
+    steps = [("E-step (eq. 8)", "each client joins its nearest\ncentre: $r_i^{(k)} = 1$"),
+             ("M-step (eq. 9)", "each centre moves to the\nmean of its members"),
+             ("local step (eq. 7)", "client $i$ trains from its centre,\n"
+              "$+\\frac{\\lambda}{m}\\mathrm{Dist}(W_i, \\tilde W^{(k)})$")]  # fmt: skip
+    for j, (title, text) in enumerate(steps):
+        y = 3.4 - 1.35 * j
+        box(ax, 9.3, y, "", w=5.6, h=1.05, color=METHOD if j < 2 else "black")
+        ax.text(6.7, y + 0.22, title, ha="left", va="center", fontsize=FONT, weight="bold")
+        ax.text(6.7, y - 0.2, text, ha="left", va="center", fontsize=FONT)
+        if j:
+            arrow(ax, (9.3, y + 1.35 - 0.53), (9.3, y + 0.53))
+    fig.tight_layout(pad=0.2)
+    return fig
+
+
+def ktpfl(clients=("LeNet", "AlexNet", "ResNet", "ShuffleNet")):
+    """KT-pFL (eqs. 2, 6, 7): clients of different architectures send their soft predictions on the
+    round's public batch; the server mixes them with the knowledge-coefficient matrix c into each
+    client's own teacher and updates c by gradient descent (eq. 7), pulled towards 1/N by ρ."""
+    import numpy as np
+
+    n = len(clients)
+    fig, ax = canvas(10, 3.9, (-0.2, 12.2), (-0.3, 4.4))
+    boundary(ax, 1.75, -0.1, 12.1, "server", "clients", at="right")
+    xs = [1.0 + 2.0 * k for k in range(n)]
+    for k, (x, name) in enumerate(zip(xs, clients)):
+        box(ax, x, 0.55, f"client {k + 1}\n{name}", w=1.6, h=0.8, color=METHOD if k == 1 else "black")
+        arrow(ax, (x - 0.3, 0.97), (x - 0.3, 2.7))
+        arrow(ax, (x + 0.3, 2.7), (x + 0.3, 0.97), color=METHOD if k == 1 else "black")
+    ax.text(xs[0] - 0.4, 2.2, "$s(\\mathbf{w}^m, \\xi_r)$\nup", ha="right", va="center", fontsize=FONT)
+    ax.text(xs[1] + 0.45, 2.2, "teacher $\\sum_m c_{mn}\\, s_m$ down", ha="left", va="center", fontsize=FONT,
+            color=METHOD)  # fmt: skip
+    box(ax, (xs[0] + xs[-1]) / 2, 3.1, "soft predictions on the round's public batch $\\xi_r$", w=xs[-1] - xs[0] + 1.8,
+        h=0.7)  # fmt: skip
+    rng = np.random.default_rng(0)
+    c = np.eye(n) * 0.55 + rng.uniform(0.05, 0.2, (n, n))
+    c /= c.sum(0, keepdims=True)
+    x0, y0, cell = 8.55, 2.3, 0.4
+    for i in range(n):
+        for j in range(n):
+            ax.add_patch(plt.Rectangle((x0 + j * cell, y0 + (n - 1 - i) * cell), cell, cell, fc=plt.cm.Reds(c[i, j]),
+                                       ec="white"))  # fmt: skip
+    ax.text(x0 + n * cell / 2, y0 + n * cell + 0.1, "$\\mathbf{c}$ ($N \\times N$)", ha="center", va="bottom",
+            fontsize=FONT)  # fmt: skip
+    arrow(ax, (xs[-1] + 0.95, 3.1), (x0 - 0.08, 3.1))
+    ax.text(x0 + n * cell + 0.15, y0 + n * cell / 2, "eq. 7: $\\mathbf{c}$\ndescends the\nKL; $\\rho$ pulls\nit to $1/N$",
+            ha="left", va="center", fontsize=FONT)  # fmt: skip
+    fig.tight_layout(pad=0.2)
+    return fig

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
@@ -26,3 +27,20 @@ def test_fedmn_shows_the_router_the_decision_and_the_blocks_its_paths_reach():
     width_in = fig.get_size_inches()[0]
     smallest_px = min(t.get_fontsize() for t in texts(fig)) / 72 * 688 / width_in
     assert smallest_px >= 9  # at the book's 688-px column
+
+
+SYMBOLS = {
+    "pfedhn": ["\\varphi", "v_i", "\\theta_i", "\\Delta\\theta_i", "server", "client"],
+    "pfedmb": ["W_{1,l}", "\\alpha_{1,l}", "eq. 2", "eq. 3"],
+    "fesem": ["E-step (eq. 8)", "M-step (eq. 9)", "eq. 7", "\\tilde W^{(1)}"],
+    "ktpfl": ["\\xi_r", "c_{mn}", "eq. 7", "\\rho", "server", "clients"],
+}
+
+
+@pytest.mark.parametrize("method", sorted(SYMBOLS))
+def test_every_method_has_a_diagram_in_the_papers_symbols_legible_at_the_column(method):
+    fig = getattr(diagrams, method)()
+    words = " ".join(t.get_text() for t in texts(fig))
+    assert all(s in words for s in SYMBOLS[method]), [s for s in SYMBOLS[method] if s not in words]
+    smallest_px = min(t.get_fontsize() for t in texts(fig)) / 72 * 688 / fig.get_size_inches()[0]
+    assert smallest_px >= 9
