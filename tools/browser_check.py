@@ -164,6 +164,10 @@ def chapters() -> list[str]:
     return [f for f in files if (ROOT / f"{f}.ipynb").exists()]
 
 
+SCREENS: dict[str, float] = {}  # chapter -> its page's height in screens of SCREEN pixels
+PAGE_HEIGHT = "return document.querySelector('main, article, body').scrollHeight"
+
+
 def check_page(d, html: Path, page: Path) -> list[str]:
     rel = page.relative_to(html).as_posix()
     try:
@@ -206,6 +210,8 @@ def check_page(d, html: Path, page: Path) -> list[str]:
         problems.append(f"{rel}: {len(small)} figure(s) shown at less than {MIN_FIGURE_SCALE:.0%} of their drawn width, "
                         f"e.g. {src} at {scale:.0%} (draw it for the column)")  # fmt: skip
     if rel.removesuffix(".html") in chapters():
+        # the page's length in screens (printed, not judged yet): the main path's bound comes with the appendix
+        SCREENS[rel.removesuffix(".html").split("/")[-1]] = d.execute_script(PAGE_HEIGHT) / SCREEN
         found = d.execute_script(DERIVATION_TOP)
         if found is None:
             problems.append(f"{rel}: no 'Derivation' (or 'The objective') heading")
@@ -287,6 +293,10 @@ def main() -> int:
         d.quit()
     for line in problems:
         print(line)
+    if SCREENS:
+        print(
+            "screens per chapter page (of " + f"{SCREEN} px): " + ", ".join(f"{c} {n:.0f}" for c, n in SCREENS.items())
+        )
     print(
         f"browser check: {len(pages)} pages, {len(problems)} problem(s), offline, {time.perf_counter() - t0:.0f} s; "
         f"screenshots in {args.screenshots}"
