@@ -329,3 +329,18 @@ def budget_table(report) -> pd.DataFrame:
     gain in points (mean over seeds) and whether it still improved at its end."""
     words = {True: "yes", False: "no", None: "not measured"}
     return report.assign(**{"still improving": report["still improving"].map(words)}).set_index("arm").round(1)
+
+
+def setup_card(rows: list[tuple[str, str, str]], paper: str = "the paper") -> str:
+    """A chapter's setup card as Markdown: one short table of what every run is, ours beside the
+    paper's (``rows``: what, ours, the paper's; "" for a row the paper leaves open)."""
+    import pandas as pd
+
+    return markdown_table(pd.DataFrame(rows, columns=[" ", "ours", paper]), css="glance")
+
+
+def compact_claims(table) -> Fitted:
+    """A chapter's claims table (:func:`pflkit.verdicts.claims_table`) as its "What reproduced"
+    section shows it: each claim with ours and the verdict; the paper's number and the notes in
+    the fold below."""
+    return fit(table, ["ours (a − b, 95 % CI)", "verdict"], "With the paper's numbers and the notes")

@@ -663,3 +663,25 @@ def test_the_budget_table_shows_each_headline_arm_with_words_for_its_flag():
     table = budget_table(report)
     assert list(table.index) == ["FedAvg", "Local"] and list(table["still improving"]) == ["no", "yes"]
     assert table.loc["FedAvg", "gain over the last fifth (points)"] == 0.5 and table.loc["Local", "budget"] == "1×"
+
+
+def test_the_setup_card_is_one_short_table_ours_beside_the_papers():
+    from pflkit.pages import setup_card
+
+    card = setup_card([("Clients", "20", "20"), ("Model", "LeNet", "")], paper="PFLlib")
+    lines = card.splitlines()
+    assert lines[0] == ":::{table}" and lines[-1] == ":::"
+    assert "|   | ours | PFLlib |" in lines and "| Model | LeNet | — |" in lines  # the paper silent: a dash
+
+
+def test_the_compact_claims_table_shows_ours_and_the_verdict_and_folds_the_rest():
+    import pandas as pd
+
+    from pflkit.pages import compact_claims
+
+    table = pd.DataFrame({"paper": ["+4.2"], "ours (a − b, 95 % CI)": ["+6.5 [+4.3, +8.7] (3 seeds)"],
+                          "verdict": ["reproduces"], "notes": ["long note"]}, index=pd.Index(["A beats B"], name="claim"))  # fmt: skip
+    html = compact_claims(table)._repr_html_()
+    shown, folded_part = html.split("<details", 1)
+    assert "+6.5 [+4.3, +8.7]" in shown and "reproduces" in shown and "long note" not in shown
+    assert "long note" in folded_part and "+4.2" in folded_part

@@ -164,8 +164,12 @@ def chapters() -> list[str]:
     return [f for f in files if (ROOT / f"{f}.ipynb").exists()]
 
 
-SCREENS: dict[str, float] = {}  # chapter -> its page's height in screens of SCREEN pixels
-PAGE_HEIGHT = "return document.querySelector('main, article, body').scrollHeight"
+SCREENS: dict[str, tuple[float, float]] = {}  # chapter -> its main path's and its page's height, in screens
+PAGE_HEIGHT = """
+const page = document.querySelector('main, article, body').scrollHeight;
+const notes = Array.from(document.querySelectorAll('h2')).find(e => /^Laboratory notes/.test(e.innerText.trim()));
+return [notes ? notes.getBoundingClientRect().top + window.scrollY : page, page];
+"""
 
 
 def check_page(d, html: Path, page: Path) -> list[str]:
@@ -211,7 +215,8 @@ def check_page(d, html: Path, page: Path) -> list[str]:
                         f"e.g. {src} at {scale:.0%} (draw it for the column)")  # fmt: skip
     if rel.removesuffix(".html") in chapters():
         # the page's length in screens (printed, not judged yet): the main path's bound comes with the appendix
-        SCREENS[rel.removesuffix(".html").split("/")[-1]] = d.execute_script(PAGE_HEIGHT) / SCREEN
+        main_px, page_px = d.execute_script(PAGE_HEIGHT)
+        SCREENS[rel.removesuffix(".html").split("/")[-1]] = (main_px / SCREEN, page_px / SCREEN)
         found = d.execute_script(DERIVATION_TOP)
         if found is None:
             problems.append(f"{rel}: no 'Derivation' (or 'The objective') heading")
@@ -294,9 +299,8 @@ def main() -> int:
     for line in problems:
         print(line)
     if SCREENS:
-        print(
-            "screens per chapter page (of " + f"{SCREEN} px): " + ", ".join(f"{c} {n:.0f}" for c, n in SCREENS.items())
-        )
+        print(f"screens of {SCREEN} px per chapter, main path (before 'Laboratory notes') / page: "
+              + ", ".join(f"{c} {m:.0f}/{n:.0f}" for c, (m, n) in SCREENS.items()))  # fmt: skip
     print(
         f"browser check: {len(pages)} pages, {len(problems)} problem(s), offline, {time.perf_counter() - t0:.0f} s; "
         f"screenshots in {args.screenshots}"
