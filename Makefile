@@ -20,7 +20,7 @@ data: $(STAMP)
 	$(PY) -m pflkit fetch fashion-mnist
 
 # Execute every chapter at the `book` profile (re-executed when a chapter, pflkit or data/
-# changed) and build the HTML book into _build/html.
+# changed; two chapters at a time, one core each) and build the HTML book into _build/html.
 # Runs come from the committed store under results/ and nothing is computed: a chapter whose
 # store lacks runs says "not computed yet" from its first sweep that needs them.
 # `make book FILL=1` computes the missing runs into results/ (hours: see the README);
@@ -28,7 +28,7 @@ data: $(STAMP)
 FRESH ?= 0
 FILL ?= 0
 book: data
-	PFLBOOK_PROFILE=book PFLBOOK_FRESH=$(FRESH) $(PY) tools/build_book.py --profile book $(if $(filter 1,$(FILL)),--fill,)
+	PFLBOOK_PROFILE=book PFLBOOK_FRESH=$(FRESH) $(PY) tools/build_book.py --profile book --jobs 2 $(if $(filter 1,$(FILL)),--fill,)
 
 # Unit tests (on both cores, one torch thread a worker) and every chapter executed once at the `smoke`
 # profile (papermill; a sample of each chapter's runs then recomputed whole, identical); the golden
