@@ -99,12 +99,12 @@ def test_figure_5_ledger_per_client_round_and_the_two_readings():
 
     class Result:
         def finals(self):
-            return pd.DataFrame({"arm": ["soft", "soft", "params"], "seed": [0, 1, 0],
-                                 "MB_up": [4.0, 8.0, 40.0], "MB_down": [6.0, 12.0, 40.0]})  # fmt: skip
+            return pd.DataFrame({"arm": ["soft", "soft", "params"], "seed": [0, 1, 0], "rounds": [2, 4, 2],
+                                 "MB_up": [4.0, 16.0, 40.0], "MB_down": [6.0, 24.0, 40.0]})  # fmt: skip
 
-    soft = round_mb(Result(), "soft", n_clients=2, rounds=2)
+    soft = round_mb(Result(), "soft", n_clients=2)  # seed 1 ran on to twice the rounds: the same per round
     assert soft.to_dict("index") == {0: {"up": 1.0, "down": 1.5}, 1: {"up": 2.0, "down": 3.0}}
-    params = round_mb(Result(), "params", n_clients=2, rounds=2)  # 10 up, 10 down
+    params = round_mb(Result(), "params", n_clients=2)  # 10 up, 10 down
     d = soft_vs_parameters(soft, params, batch_mb=3.0)
     assert list(d["as run"].index) == [0]  # paired seeds only
     assert d["as run"][0] == pytest.approx(np.log(20 / 2.5))

@@ -97,12 +97,13 @@ def multiply_adds(model: nn.Module, shape=(1, 28, 28)) -> int:
     return total
 
 
-def round_mb(result, arm: str, n_clients: int, rounds: int) -> pd.DataFrame:
+def round_mb(result, arm: str, n_clients: int) -> pd.DataFrame:
     """Figure 5's ledger of ``arm``, per seed: the MB a client uploads (``up``) and downloads
-    (``down``) in a round, from the run's byte counts over its ``n_clients`` clients and ``rounds``."""
+    (``down``) in a round, from the run's byte counts over its ``n_clients`` clients and the rounds
+    it ran (an arm that ran on past the table's budget has more)."""
     f = result.finals()
     f = f[f.arm == arm].set_index("seed")
-    per = n_clients * rounds
+    per = n_clients * f.rounds
     return pd.DataFrame({"up": f.MB_up / per, "down": f.MB_down / per})
 
 
