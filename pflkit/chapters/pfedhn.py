@@ -18,7 +18,7 @@ from ..federated import evaluate
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
 from ..partitions import total_variation
 from ..results import absent_rival, margin_text
-from ..verdicts import arm_seeds, claim_row, fmt_interval, paper_vs_ours, rising, say, seed_plan, verdict
+from ..verdicts import arm_seeds, arms_budget, claim_row, fmt_interval, paper_vs_ours, rising, say, seed_plan, verdict
 
 # ----------------------------------------------------------------------------- probes
 
@@ -257,7 +257,8 @@ def table2_claims(res, best, diffs, plan, *, hn, baselines, widths, published, r
         pub = published[published.setting.str.endswith(f"size {w}")].set_index("method")["value"]
         absent = absent_rival(pub, "pFedHN", baselines, variants=())
         r = claim_row(text, v, paper=margin_text(pub, "pFedHN", dataset="CIFAR-10"), plan=plan, note=absent,
-                      rising=rising(res, hn, best[w]) if v.budget else "", **row)  # fmt: skip
+                      rising=rising(res, hn, best[w]) if v.budget else "", arms=arms_budget(res, hn, best[w]),
+                      **row)  # fmt: skip
         rows.append(r)
         lines.append(f"* Size {w}: pFedHN − {best[w]}: {say(r)}.")
     return rows, lines
