@@ -4,6 +4,8 @@ the clients' groups."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import torch
@@ -38,6 +40,18 @@ def client_groups(fed) -> np.ndarray:
     return np.asarray(fed.partition.params["groups"])
 
 
+_GROUPS: dict[str, np.ndarray] = {}  # a run's clients' groups, by its config: a probe builds its federation once
+
+
+def run_groups(cfg) -> np.ndarray:
+    """:func:`client_groups` of the federation a run's config builds, built once per config (the
+    probes ask every evaluated round)."""
+    key = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
+    if key not in _GROUPS:
+        _GROUPS[key] = client_groups(Federation.from_config(cfg))
+    return _GROUPS[key]
+
+
 def swap_partners(groups) -> dict[int, int]:
     """For the swap test: each client's partner, the next client round the federation whose group
     differs (itself when every client is in one group)."""
@@ -61,7 +75,7 @@ def routing_probe(rnd, row, server, clients):
         out["paths"].append([round(v, 4) for v in model.c.tolist()])
         out["pi"].append([round(v, 4) for v in pi.tolist()])
         out["active"].append([int(a) for row_ in c.model.active(model.c) for a in row_])
-    partner = swap_partners(client_groups(Federation.from_config(server.cfg)))
+    partner = swap_partners(run_groups(server.cfg))
     out["swap"] = [[round(a, 4), round(b, 4)] for a, b in decision_swap_accuracy(server, clients, partner).values()]
     return out
 
@@ -78,7 +92,7 @@ def router_probe(rnd, row, server, clients):
         return None  # from the switch on: φ_x has just been copied from encoder 0 at the switch
     for i, c in enumerate(clients):
         c.eval_model(server.eval_message(i))  # the global θ, router included, as the evaluation loaded it
-    groups = client_groups(Federation.from_config(server.cfg))
+    groups = run_groups(server.cfg)
     embeds, shares, logits = [], [], []
     with torch.no_grad():
         for c in clients:
