@@ -98,7 +98,7 @@ def short_labels(texts: list[str], chars: int) -> list[str]:
     return out
 
 
-def claims_plot(rows, resolution: float = 1.0, width: float = 9.2, label_chars: int = 48):
+def claims_plot(rows, resolution: float = 1.0, width: float = 6.8, label_chars: int = 44):
     """Dot-and-interval plot of a chapter's claims in points: each claim's paired difference a − b
     with its 95 % interval, coloured by its verdict word, the band ± ``resolution`` where "no
     difference" applies, and the paper's difference (a black cross) where the paper gives one
@@ -109,7 +109,7 @@ def claims_plot(rows, resolution: float = 1.0, width: float = 9.2, label_chars: 
     rows = [r for r in every if r["_v"].unit == "points" and r["_v"].lo == r["_v"].lo]
     if not rows:
         return None
-    height = 0.32 * len(rows) + 1.1  # inches: a row per claim and room for the legend
+    height = 0.3 * len(rows) + 1.1  # inches: a row per claim and room for the legend
     fig, ax = plt.subplots(figsize=(width, height))
     ax.axvspan(-resolution, resolution, color="0.92", zorder=0, label=f"± {resolution:g} point (no difference)")
     ax.axvline(0, color="0.5", lw=0.8, zorder=1)
@@ -126,15 +126,70 @@ def claims_plot(rows, resolution: float = 1.0, width: float = 9.2, label_chars: 
         ylim=(len(rows) - 0.5, -0.5),
         xlabel="a − b (points): ours (dot, 95 % CI)" + (", the paper (×)" if crosses else ""),
     )
-    ax.set_yticklabels(short_labels([r["claim"] for r in rows], label_chars), fontsize=7)
+    ax.set_yticklabels(short_labels([r["claim"] for r in rows], label_chars), fontsize=7.5)
     if len(rows) < len(every):
         ax.set_title(f"{len(rows)} of the {len(every)} claims: the others are in other units than points "
-                     "or have too few seeds for an interval", fontsize=8)  # fmt: skip
+                     "or have too few seeds for an interval", fontsize=7.5)  # fmt: skip
     handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=w) for w, c in VERDICT_COLOURS.items()
                if any(r["verdict"] == w for r in rows)]  # fmt: skip
     if crosses:
         handles.append(plt.Line2D([], [], marker="x", ls="", color="black", label="the paper"))
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.9 / height),
+    ax.legend(handles=handles, fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.9 / height),
               ncol=4, frameon=False)  # fmt: skip
     fig.tight_layout()
     return fig
+
+
+# --- legibility at the book's column ---------------------------------------------------------------
+COLUMN_PX = 688  # the book's text column at a 1280-px window: a wider figure is shown scaled down to it
+MIN_TEXT_PX = 9.0  # the smallest text a reader should meet in a figure, as rendered
+TEXT_KEY = "MinTextPx"  # the PNG text chunk that carries a figure's smallest text size (its own pixels)
+
+
+def min_text_px(fig) -> float:
+    """The smallest visible, non-empty text of ``fig`` (titles, labels, ticks, legends, annotations), in
+    pixels of the figure drawn at its own dpi; ``inf`` for a figure without text."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()  # tick labels exist once drawn
+    box = fig.bbox
+    sizes = [
+        t.get_fontsize()
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.get_window_extent().overlaps(box)
+    ]
+    return min(sizes) * fig.dpi / 72 if sizes else float("inf")
+
+
+def shown_text_px(fig, column: int = COLUMN_PX) -> float:
+    """:func:`min_text_px` as a reader sees it: a figure wider than the column is shown scaled to it."""
+    return min_text_px(fig) * min(1.0, column / (fig.get_figwidth() * fig.dpi))
+
+
+def png_with_text_size(fig) -> bytes:
+    """The figure as the notebook shows it (PNG, tight box), its smallest text size written in the PNG's
+    ``MinTextPx`` text chunk, where the browser check reads it and scales it to the page."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", metadata={TEXT_KEY: f"{min_text_px(fig):.2f}"})
+    return buf.getvalue()
+
+
+def _install_png_formatter() -> None:
+    """Under IPython (a chapter executed by Jupyter or papermill), figures are shown as
+    :func:`png_with_text_size` writes them; elsewhere nothing happens."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is None:
+        return
+    from matplotlib.figure import Figure
+
+    plt.switch_backend(plt.get_backend())  # the inline backend registers its own formatter when loaded: load it first
+    ip.display_formatter.formatters["image/png"].for_type(Figure, png_with_text_size)
+
+
+_install_png_formatter()

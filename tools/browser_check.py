@@ -17,6 +17,12 @@ proxy request fails):
   ``MAX_DERIVATION_SCREENS`` screens of ``SCREEN`` pixels besides its findings box (the glance rows, at
   most ``MAX_FINDINGS_SCREENS`` screens tall), no figure is shown at less than
   ``MIN_FIGURE_SCALE`` of its drawn width, and no cell shows stderr;
+* a chapter's main path (everything before its "Laboratory notes") is at most ``MAX_MAIN_SCREENS``
+  screens of ``MAIN_SCREEN`` pixels;
+* with every fold opened, no figure's smallest text renders below ``MIN_TEXT_PX`` pixels (the size
+  each figure's PNG carries, :func:`pflkit.plots.png_with_text_size`, times the scale it is shown at),
+  and no table, and no code block outside a folded program cell, is wider than its column (it would
+  scroll sideways);
 * and the execution report lists every chapter with its profile and wall time.
 
 One line per failure, naming the page; exit 1 if any.  Chromium and chromedriver come from
@@ -39,10 +45,15 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from pflkit.plots import MIN_TEXT_PX  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("chromium", "chromium-driver")
 MAX_CODE_LINES = 200  # code lines a chapter shows unfolded (setup, tables and prose-writing cells are folded)
 SCREEN = 900  # pixels: a reader's window of 1280 × 900
+MAIN_SCREEN = 857  # pixels: the part of that window a page shows (the main path is counted in these)
+MAX_MAIN_SCREENS = 15  # a chapter's main path (before "Laboratory notes") is at most this many screens
 MAX_DERIVATION_SCREENS = 1.5  # a chapter's derivation starts within this many screens, the findings box aside
 MAX_FINDINGS_SCREENS = 2.5  # the findings box (the glance rows atop a chapter) is at most this tall
 MIN_FIGURE_SCALE = 0.7  # a figure is shown at no less than this share of its drawn width
@@ -99,6 +110,24 @@ WIDE_TABLES = """
 return Array.from(document.querySelectorAll('.cell_output table')).filter(t => t.closest('details') === null)
     .map(t => Math.max(...Array.from(t.rows).map(r => Array.from(r.cells).reduce((n, c) => n + c.colSpan, 0))))
     .filter(n => n > arguments[0]);
+"""
+OPEN_FOLDS = """
+document.querySelectorAll('details').forEach(d => { if (!d.classList.contains('hide')) d.open = true; });
+return document.querySelectorAll('details[open]').length;
+"""
+FIGURE_SCALES = """
+return Array.from(document.querySelectorAll('article img')).filter(i => i.naturalWidth > 0 && i.clientWidth > 0)
+    .map(i => [i.getAttribute('src') || '', i.clientWidth / i.naturalWidth]);
+"""
+SIDEWAYS = """
+const col = document.querySelector('article.bd-article, article, main');
+const right = col.getBoundingClientRect().right;
+const wide = e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > right + 1;
+const tables = Array.from(col.querySelectorAll('table')).filter(t => t.offsetWidth > 0)
+    .filter(t => wide(t) || wide(t.parentElement));
+const code = Array.from(col.querySelectorAll('pre')).filter(p => p.offsetWidth > 0 && !p.closest('details.hide'))
+    .filter(wide);
+return [tables.length, code.length, tables.concat(code).map(e => (e.innerText || '').trim().slice(0, 40))[0] || ''];
 """
 STDERR = "return document.querySelectorAll('.cell_output .stderr, .cell_output .output.stderr').length;"
 NAN_CELLS = """
@@ -172,6 +201,21 @@ return [notes ? notes.getBoundingClientRect().top + window.scrollY : page, page]
 """
 
 
+def figure_text(html: Path, page: Path, src: str, scale: float) -> float | None:
+    """The smallest text of the figure ``src`` (relative to ``page``) as shown at ``scale``, in pixels;
+    None for an image that does not say (not drawn by matplotlib in a chapter)."""
+    from PIL import Image
+
+    from pflkit.plots import TEXT_KEY
+
+    path = (page.parent / src.split("?")[0]).resolve()
+    if not path.is_file() or html not in path.parents:
+        return None
+    with Image.open(path) as im:
+        size = getattr(im, "text", {}).get(TEXT_KEY)
+    return None if size is None else float(size) * scale
+
+
 def check_page(d, html: Path, page: Path) -> list[str]:
     rel = page.relative_to(html).as_posix()
     try:
@@ -214,9 +258,11 @@ def check_page(d, html: Path, page: Path) -> list[str]:
         problems.append(f"{rel}: {len(small)} figure(s) shown at less than {MIN_FIGURE_SCALE:.0%} of their drawn width, "
                         f"e.g. {src} at {scale:.0%} (draw it for the column)")  # fmt: skip
     if rel.removesuffix(".html") in chapters():
-        # the page's length in screens (printed, not judged yet): the main path's bound comes with the appendix
         main_px, page_px = d.execute_script(PAGE_HEIGHT)
-        SCREENS[rel.removesuffix(".html").split("/")[-1]] = (main_px / SCREEN, page_px / SCREEN)
+        SCREENS[rel.removesuffix(".html").split("/")[-1]] = (main_px / MAIN_SCREEN, page_px / MAIN_SCREEN)
+        if main_px / MAIN_SCREEN > MAX_MAIN_SCREENS:
+            problems.append(f"{rel}: the main path is {main_px / MAIN_SCREEN:.1f} screens of {MAIN_SCREEN} px (at most "
+                            f"{MAX_MAIN_SCREENS}; move pilots, grids, controls and logs to the Laboratory notes)")  # fmt: skip
         found = d.execute_script(DERIVATION_TOP)
         if found is None:
             problems.append(f"{rel}: no 'Derivation' (or 'The objective') heading")
@@ -226,6 +272,17 @@ def check_page(d, html: Path, page: Path) -> list[str]:
         if found is not None and found[1] / SCREEN > MAX_FINDINGS_SCREENS:
             problems.append(f"{rel}: the findings box is {found[1] / SCREEN:.1f} screens tall (at most "
                             f"{MAX_FINDINGS_SCREENS}: the glance rows and a line of tally; fold the rest)")  # fmt: skip
+    d.execute_script(OPEN_FOLDS)  # what a reader meets who opens every fold (the program cells aside)
+    texts = [(t, src) for src, scale in d.execute_script(FIGURE_SCALES)
+             if (t := figure_text(html, page, src, scale)) is not None and t < MIN_TEXT_PX]  # fmt: skip
+    if texts:
+        t, src = min(texts)
+        problems.append(f"{rel}: {len(texts)} figure(s) with text below {MIN_TEXT_PX:g} px as shown, e.g. {src} at "
+                        f"{t:.1f} px (larger fonts, or a figure drawn for the 688-px column)")  # fmt: skip
+    tables, code, first = d.execute_script(SIDEWAYS)
+    if tables or code:
+        problems.append(f"{rel}: {tables} table(s) and {code} code block(s) wider than the column (they scroll "
+                        f"sideways), e.g. {first!r}")  # fmt: skip
     return problems
 
 
@@ -299,7 +356,7 @@ def main() -> int:
     for line in problems:
         print(line)
     if SCREENS:
-        print(f"screens of {SCREEN} px per chapter, main path (before 'Laboratory notes') / page: "
+        print(f"screens of {MAIN_SCREEN} px per chapter, main path (before 'Laboratory notes') / page: "
               + ", ".join(f"{c} {m:.0f}/{n:.0f}" for c, (m, n) in SCREENS.items()))  # fmt: skip
     print(
         f"browser check: {len(pages)} pages, {len(problems)} problem(s), offline, {time.perf_counter() - t0:.0f} s; "
