@@ -140,6 +140,15 @@ def claims_plot(rows, resolution: float = 1.0, width: float = 6.8, label_chars: 
     return fig
 
 
+def claims_figure(rows, resolution: float = 1.0, **kw):
+    """:func:`claims_plot` for a page to glue and show as a numbered figure; where no claim qualifies
+    (a profile with too few seeds), a line that says so stands in its place."""
+    from IPython.display import Markdown
+
+    fig = claims_plot(rows, resolution, **kw)
+    return fig if fig is not None else Markdown("*No claim in points has an interval at this profile.*")
+
+
 # --- legibility at the book's column ---------------------------------------------------------------
 COLUMN_PX = 688  # the book's text column at a 1280-px window: a wider figure is shown scaled down to it
 MIN_TEXT_PX = 9.0  # the smallest text a reader should meet in a figure, as rendered

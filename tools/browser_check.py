@@ -19,6 +19,7 @@ proxy request fails):
   ``MIN_FIGURE_SCALE`` of its drawn width, and no cell shows stderr;
 * a chapter's main path (everything before its "Laboratory notes") is at most ``MAX_MAIN_SCREENS``
   screens of ``MAIN_SCREEN`` pixels;
+* every figure of a chapter is a numbered figure with a caption;
 * with every fold opened, no figure's smallest text renders below ``MIN_TEXT_PX`` pixels (the size
   each figure's PNG carries, :func:`pflkit.plots.png_with_text_size`, times the scale it is shown at),
   and no table, and no code block outside a folded program cell, is wider than its column (it would
@@ -62,7 +63,7 @@ DEV_WORDS = re.compile(r"\b(issue \d+|earlier build|development run|this session
 RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\\begin\{|\\frac\b|\\sum\b|\\mathcal\b|\\lVert\b|\$\$")
 SCREENSHOTS = {
     "derivation": ("book/pfedhn.html", "derivation"),
-    "figure": ("book/basics.html", "accuracy-over-rounds"),
+    "figure": ("book/basics.html", "fig-basics-curves"),
     "findings": ("book/pfedhn.html", "pfedhn-findings"),
     "headroom": ("book/pfedhn.html", "table-1-with-the-paper-s-headroom"),
     "rule": ("book/basics.html", "how-the-book-judges-a-claim"),
@@ -128,6 +129,10 @@ const tables = Array.from(col.querySelectorAll('table')).filter(t => t.offsetWid
 const code = Array.from(col.querySelectorAll('pre')).filter(p => p.offsetWidth > 0 && !p.closest('details.hide'))
     .filter(wide);
 return [tables.length, code.length, tables.concat(code).map(e => (e.innerText || '').trim().slice(0, 40))[0] || ''];
+"""
+UNCAPTIONED = """
+return Array.from(document.querySelectorAll('article img')).filter(i => i.closest('figure') === null)
+    .map(i => i.getAttribute('src') || '(no src)');
 """
 STDERR = "return document.querySelectorAll('.cell_output .stderr, .cell_output .output.stderr').length;"
 NAN_CELLS = """
@@ -272,6 +277,9 @@ def check_page(d, html: Path, page: Path) -> list[str]:
         if found is not None and found[1] / SCREEN > MAX_FINDINGS_SCREENS:
             problems.append(f"{rel}: the findings box is {found[1] / SCREEN:.1f} screens tall (at most "
                             f"{MAX_FINDINGS_SCREENS}: the glance rows and a line of tally; fold the rest)")  # fmt: skip
+    if rel.removesuffix(".html") in chapters() and (bare := d.execute_script(UNCAPTIONED)):
+        problems.append(f"{rel}: {len(bare)} figure(s) without a numbered caption, e.g. {bare[0]} (glue the figure and "
+                        "show it with a {glue:figure} directive whose caption says what to see)")  # fmt: skip
     d.execute_script(OPEN_FOLDS)  # what a reader meets who opens every fold (the program cells aside)
     texts = [(t, src) for src, scale in d.execute_script(FIGURE_SCALES)
              if (t := figure_text(html, page, src, scale)) is not None and t < MIN_TEXT_PX]  # fmt: skip

@@ -466,6 +466,9 @@ def chapter_title(nb: Path) -> str:
     return nb.stem
 
 
+HEADS = {"no difference": "no diff.", "inconclusive": "inconcl.", "underpowered": "under-powered"}  # to fit the column
+
+
 def claims_section(report: dict) -> list[str]:
     """The claims of every chapter, tallied by verdict word (each chapter writes its claims table
     as data next to its executed notebook: ``<chapter>.claims.csv``)."""
@@ -482,12 +485,12 @@ def claims_section(report: dict) -> list[str]:
         "the claims left inconclusive or underpowered. The rows themselves are in `<chapter>.claims.csv` beside",
         "each executed chapter.",
         "",
-        "| chapter | claims | " + " | ".join(words) + " | open |",
+        "| chapter | claims | " + " | ".join(HEADS.get(w, w) for w in words) + " | open |",
         "|---|---|" + "---|" * len(words) + "---|",
     ]
     for rel, t in tallies.items():
         cells = " | ".join(str(t.get(w, 0)) for w in words)
-        lines.append(f"| `{rel}` | {t['claims']} | {cells} | {t['open']} ({100 * t['open_share']:.0f} %) |")
+        lines.append(f"| {Path(rel).stem} | {t['claims']} | {cells} | {t['open']} ({100 * t['open_share']:.0f} %) |")
     total = {w: sum(t.get(w, 0) for t in tallies.values()) for w in [*words, "claims", "open"]}
     share = 100 * total["open"] / total["claims"] if total["claims"] else 0.0
     cells = " | ".join(str(total[w]) for w in words)
