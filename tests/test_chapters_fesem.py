@@ -12,6 +12,16 @@ import torch
 
 from pflkit.chapters.fesem import (
     AVG_HS,
+    HUMAN,
+    MAIN_COLUMNS,
+    claim_lines,
+    figure4,
+    full_tables,
+    readable,
+    ring_layout,
+    setup_rows,
+    spread_ratio,
+    styled,
     ari_at,
     authors_acc,
     client_images,
@@ -189,8 +199,7 @@ def test_grouped_federation_helpers_and_the_image_rows():
     assert g.tolist() == fed.partition.params["groups"] and len(set(g)) == 4
     imgs = client_images(fed, 1, n=3)
     assert len(imgs) == 3 and imgs.dtype == fed.ds.x_train.dtype
-    show_rows([("a", imgs), ("b", imgs[:1])], n=3, title="t")
-    fig = plt.gcf()
+    fig = show_rows([("a", imgs), ("b", imgs[:1])], n=3, title="t", show=False)
     assert len(fig.axes) == 6 and sum(bool(ax.images) for ax in fig.axes) == 4  # rows of 3, b has one image
     plt.close(fig)
 
@@ -199,3 +208,85 @@ def test_prose_helpers():
     assert per_seed(pd.Series({0: 0.123, 2: 1.0})) == "seed 0 0.12, seed 2 1.00"
     row = verdict_row("the clusters are the groups", verdict([0.1, 0.2, 0.15], unit="ARI"))
     assert row["claim"] == "the clusters are the groups" and "0.15" in row["ours (a − b, 95 % CI)"]
+
+
+def side_table():
+    """A small side_by_side-shaped table: two arms, one still improving, one paper value missing."""
+    return pd.DataFrame(
+        {"paper FEMNIST micro_acc": [84.94, np.nan], "ours micro_acc": ["77.8 ± 1.2", "79.1 ± 0.5 (4 seeds; 78.8 on the 3 all arms ran)"],
+         "seeds": [3, 4], "still improving": ["no", "yes"], "paper FedCelebA micro_acc": [80.0, 81.0],
+         "paper FEMNIST macro_acc": [84.9, 85.0], "ours macro_acc": ["77.6 ± 2.6", "78.0 ± 1.0"],
+         "paper FedCelebA macro_acc": [np.nan, 80.0], "ours authors' micro_acc (best centre, all clients)": ["77.8 ± 1.2", "—"],
+         "ours ARI": ["", "0.41"], "paper's row": ["FedAvg", ""]},
+        index=pd.Index(["FedAvg", "FeSEM(4)"], name="arm"),
+    )  # fmt: skip
+
+
+def test_readable_names_columns_marks_rising_arms_and_dashes_missing_values():
+    t = readable(side_table(), MAIN_COLUMNS, short=True)
+    assert list(t.columns) == ["method", *MAIN_COLUMNS.values()]
+    assert t["method"].tolist() == ["FedAvg", "FeSEM(4) ↗"]  # still improving: marked
+    assert t.loc[0, "micro acc, paper (FEMNIST)"] == "84.9" and t.loc[1, "micro acc, paper (FEMNIST)"] == "—"
+    assert t.loc[1, "micro acc, ours"] == "79.1 ± 0.5"  # short: the note on the common seeds goes to the notes
+    assert t.loc[0, "ARI, ours"] == "—" and t.loc[1, "ARI, ours"] == "0.41"
+    whole = readable(side_table(), rising=False)
+    assert whole.loc[1, "micro acc, ours"].endswith("all arms ran)") and whole["method"].tolist() == [
+        "FedAvg",
+        "FeSEM(4)",
+    ]
+    assert set(whole.columns) <= {"method", *HUMAN.values()} and not any("_" in c for c in whole.columns)
+    assert "<th" in styled(t).to_html() and ">0<" not in styled(t).to_html()  # no index column
+
+
+def test_full_tables_split_the_wide_tables_into_narrow_ones():
+    tables = full_tables(side_table(), side_table().rename(columns=lambda c: c.replace("acc", "f1")), "3 seeds")
+    assert len(tables) == 5 and all(len(t.columns) <= 5 for _, t in tables)
+    assert "3 seeds" in tables[0][0] and tables[0][1].columns[1] == "micro acc, paper (FEMNIST)"
+    assert tables[2][1].columns.tolist() == ["method", "micro-F1, paper (FEMNIST)", "micro-F1, paper (FedCelebA)",
+                                             "micro-F1, ours"]  # fmt: skip
+    assert tables[4][1]["the paper's row"].tolist() == ["FedAvg", "—"]
+
+
+def test_claim_lines_give_each_claim_its_word_and_numbers():
+    rows = [verdict_row("clusters are groups", verdict([0.1, 0.2, 0.15], unit="ARI"))]
+    text = claim_lines(rows)
+    assert text.startswith("* clusters are groups: **") and "0.15" in text and text.count("\n") == 0
+    assert claim_lines([]) == ""
+
+
+def test_ring_layout_puts_every_client_on_a_ring_around_its_own_centre():
+    cxy = np.array([[0.0, 0.0], [10.0, 0.0]])
+    labels = np.array([0, 1, 0, 0])
+    pos = ring_layout(np.zeros((4, 2)), cxy, labels, 0.5)
+    assert np.allclose(np.linalg.norm(pos - cxy[labels], axis=1), 0.5)
+    assert np.allclose(pos[1], [10.0, 0.5])  # a lone member on the ring's top
+    assert len({tuple(np.round(p, 6)) for p in pos[labels == 0]}) == 3  # members apart
+    xy = np.array([[0.1, 0.0], [10.0, 0.2], [0.0, 0.0], [0.0, 0.0]])
+    assert spread_ratio(xy, cxy, labels) == pytest.approx(0.02)
+
+
+def test_figure4_draws_the_rings_and_the_ari_per_round():
+    ari = pd.DataFrame([{"arm": a, "seed": s, "round": r, "ARI": 0.5} for a in ("FeSEM(2)", "FeSEM(4)")
+                        for s in (0, 1) for r in (0, 1, 2)])  # fmt: skip
+    fig = figure4(
+        np.zeros((4, 2)), [[0, 0], [5, 5]], [0, 1, 0, 0], [0, 1, 1, 0], ["a", "b"], ari, "FeSEM(4)", [0.4, 0.3]
+    )
+    top, bottom = fig.axes
+    assert sum(len(c.get_offsets()) for c in top.collections) == 4  # every client drawn
+    assert top.get_xlabel() == "PC 1 (40 %)" and [t.get_text() for t in top.get_legend().get_texts()] == [
+        "a (2)",
+        "b (2)",
+    ]
+    assert [line.get_label() for line in bottom.get_lines()] == ["FeSEM(2)", "FeSEM(4)"]  # the strong arm last, on top
+    assert fig.get_size_inches()[0] <= 6.88  # drawn for the column: shown at full size
+    plt.close(fig)
+
+
+def test_setup_rows_say_what_every_run_is():
+    rows = setup_rows(clients=20, groups=["identity", "rot90", "invert", "thicken"], alpha=0.5, train=6000, test=4000,
+                      rounds=60, steps=8, batch=50, momentum=0.9, init_steps=100, ks=[2, 3, 4], baselines=8, seeds=3,
+                      cap=10)  # fmt: skip
+    card = dict((what, ours) for what, ours, _ in rows)
+    assert "6,000 training" in card["Data"] and "identity, rot90, invert and thicken" in card["Data"]
+    assert card["Clients"].startswith("20, 5 a group") and "60 rounds × 8 local steps" in card["Training"]
+    assert "K = 2, 3 and 4" in card["Methods"] and card["Seeds"] == "3, up to 10 where a claim's plan asks"

@@ -39,8 +39,9 @@ def client_images(fed, cid: int, n: int = 8) -> torch.Tensor:
     return fed.ds.x_train[fed.partition.clients[cid].train[:n]]
 
 
-def show_rows(rows, n: int = 8, title=None):
-    """A grid of images: one row per (label, images) pair of ``rows``, its first ``n`` images."""
+def show_rows(rows, n: int = 8, title=None, show: bool = True):
+    """A grid of images: one row per (label, images) pair of ``rows``, its first ``n`` images; shown
+    (``show``) or returned as the figure."""
     fig, axes = plt.subplots(len(rows), n, figsize=(1.1 * n, 1.2 * len(rows)), squeeze=False)
     for r, (label, imgs) in enumerate(rows):
         for c in range(n):
@@ -52,6 +53,8 @@ def show_rows(rows, n: int = 8, title=None):
         axes[r, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=9)
     if title:
         fig.suptitle(title, y=1.0)
+    if not show:
+        return fig
     plt.show()
 
 
@@ -282,3 +285,174 @@ def verdict_row(text: str, v, paper: str = "", ours=None, digits: int = 2, **row
 def per_seed(d) -> str:
     """A per-seed series as text: "seed 0 0.12, seed 1 0.34"."""
     return ", ".join(f"seed {s} {v:.2f}" for s, v in d.items())
+
+
+# ----------------------------------------------------------------------------- the page's main path
+
+MAIN_COLUMNS = {  # side_by_side's column -> the header of the main table (the paper's FEMNIST column)
+    "paper FEMNIST micro_acc": "micro acc, paper (FEMNIST)",
+    "ours micro_acc": "micro acc, ours",
+    "paper FEMNIST macro_acc": "macro acc, paper (FEMNIST)",
+    "ours macro_acc": "macro acc, ours",
+    "ours ARI": "ARI, ours",
+}
+HUMAN = {  # every column of side_by_side -> a header a reader can read (the folded table)
+    "paper FEMNIST micro_acc": "micro acc, paper (FEMNIST)",
+    "ours micro_acc": "micro acc, ours",
+    "seeds": "seeds",
+    "still improving": "still improving",
+    "paper FedCelebA micro_acc": "micro acc, paper (FedCelebA)",
+    "paper FEMNIST macro_acc": "macro acc, paper (FEMNIST)",
+    "ours macro_acc": "macro acc, ours",
+    "paper FedCelebA macro_acc": "macro acc, paper (FedCelebA)",
+    "ours authors' micro_acc (best centre, all clients)": "the authors' micro acc, ours (best centre, all clients)",
+    "ours ARI": "ARI, ours",
+    "paper FEMNIST micro_f1": "micro-F1, paper (FEMNIST)",
+    "ours micro_f1": "micro-F1, ours",
+    "paper FedCelebA micro_f1": "micro-F1, paper (FedCelebA)",
+    "paper FEMNIST macro_f1": "macro-F1, paper (FEMNIST)",
+    "ours macro_f1": "macro-F1, ours",
+    "paper FedCelebA macro_f1": "macro-F1, paper (FedCelebA)",
+    "paper's row": "the paper's row",
+}
+
+
+def readable(table: pd.DataFrame, columns=None, rising: bool = True, short: bool = False) -> pd.DataFrame:
+    """A :func:`side_by_side` table as the page shows it: the arm as a first column ("method"), the
+    columns ``columns`` (all by default) under the headers of :data:`HUMAN`, the paper's numbers with
+    one decimal, "—" for a missing value, no index.  With ``rising`` an arm still improving at its
+    last round is marked "↗" after its name (the table's caption says so); with ``short`` a cell keeps
+    its mean ± CI only, not the note on the seeds every arm ran that follows it in parentheses."""
+    cols = list(table.columns if columns is None else columns)
+    out = table[cols].copy()
+    if short:
+        out = out.apply(lambda col: col.map(lambda v: v.split(" (")[0] if isinstance(v, str) and "±" in v else v))
+    for c in cols:
+        if c.startswith("paper ") and c != "paper's row":
+            out[c] = [f"{v:.1f}" if isinstance(v, (int, float)) and v == v else "—" for v in out[c]]
+    out = out.astype(object).where(out.notna() & (out.astype(str) != ""), "—")
+    names = [f"{a} ↗" if rising and table.loc[a, "still improving"] == "yes" else a for a in table.index]
+    out.insert(0, "method", names)
+    return out.rename(columns=HUMAN).reset_index(drop=True)
+
+
+def styled(table: pd.DataFrame):
+    """A table without its index (what a page shows), as a pandas Styler."""
+    return table.style.hide(axis="index")
+
+
+def claim_lines(rows) -> str:
+    """Claims-table rows (:func:`~pflkit.verdicts.claim_row`) as the Markdown bullets that follow a
+    table or figure: each claim, then its word with flags, our difference and its notes."""
+    from ..verdicts import in_words
+
+    return "\n".join(f"* {r['claim']}: **{in_words(r)}**." for r in rows)
+
+
+def ring_layout(xy, cxy, labels, radius: float) -> np.ndarray:
+    """Where Figure 4 draws each client: on a ring of ``radius`` around its cluster's centre ``cxy``,
+    the members of a cluster evenly spaced (a lone member on the ring's top).  The clients' own
+    points ``xy`` sit on their centres (they restart from it every round), so drawn where they are
+    they hide each other; the ring shows how many there are and which group each comes from."""
+    xy, cxy, labels = np.asarray(xy, float), np.asarray(cxy, float), np.asarray(labels)
+    out = np.empty_like(xy)
+    for c in np.unique(labels):
+        members = np.flatnonzero(labels == c)
+        angles = np.pi / 2 + 2 * np.pi * np.arange(len(members)) / len(members)
+        out[members] = cxy[c] + radius * np.c_[np.cos(angles), np.sin(angles)]
+    return out
+
+
+def spread_ratio(xy, cxy, labels) -> float:
+    """The largest distance of a client's point ``xy`` from its cluster's centre, over the smallest
+    distance between two centres (``cxy``): how small the clusters are against their separation."""
+    xy, cxy, labels = np.asarray(xy, float), np.asarray(cxy, float), np.asarray(labels)
+    within = np.linalg.norm(xy - cxy[labels], axis=1).max()
+    d = np.linalg.norm(cxy[:, None] - cxy[None], axis=2)
+    return float(within / d[np.triu_indices(len(cxy), 1)].min()) if len(cxy) > 1 else float("nan")
+
+
+def figure4(xy, cxy, labels, groups, names, ari: pd.DataFrame, strong: str, var=None):
+    """Figure 4: (top) each client on a ring around its centre (:func:`ring_layout`), coloured and
+    shaped by its true group ``groups`` (named by ``names``), the centres on the local models' first
+    two principal components (``var``: their shares of the variance); (bottom) the ARI of the clusters
+    against the true groups per round (``ari``: columns arm, round, ARI, seed), the arm ``strong`` in
+    one strong colour, the other K muted, the band the range over seeds.  Returns the figure."""
+    xy, cxy, labels, groups = np.asarray(xy, float), np.asarray(cxy, float), np.asarray(labels), np.asarray(groups)
+    span = np.ptp(cxy, axis=0).max() if len(cxy) > 1 else 1.0
+    pos = ring_layout(xy, cxy, labels, 0.09 * span)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.8, 7.6), gridspec_kw={"height_ratios": [1.35, 1]})
+    colours, markers = plt.get_cmap("tab10").colors, "osD^v<>p"
+    for c, (x, y) in enumerate(cxy):
+        n = int((labels == c).sum())
+        top.add_patch(plt.Circle((x, y), 0.15 * span, fill=False, color="0.35", lw=1.2))
+        top.annotate(f"centre {c} ({n} client{'s' * (n != 1)})", (x, y - 0.15 * span), ha="center", va="top",
+                     fontsize=10, xytext=(0, -3), textcoords="offset points")  # fmt: skip
+    for g, name in enumerate(names):
+        m = groups == g
+        top.scatter(pos[m, 0], pos[m, 1], s=70, color=colours[g], marker=markers[g], edgecolor="white",
+                    lw=0.6, label=f"{name} ({int(m.sum())})", zorder=3)  # fmt: skip
+    top.set_aspect("equal", adjustable="datalim")
+    pc = [f"PC {i + 1}" + (f" ({100 * var[i]:.0f} %)" if var is not None else "") for i in range(2)]
+    top.set_xlabel(pc[0], fontsize=10)
+    top.set_ylabel(pc[1], fontsize=10)
+    top.tick_params(labelsize=9)
+    top.margins(0.12)
+    top.legend(title="true group", fontsize=9, title_fontsize=10, loc="center left", bbox_to_anchor=(1.0, 0.5),
+               frameon=False)  # fmt: skip
+    others = [a for a in dict.fromkeys(ari["arm"]) if a != strong]
+    for i, arm in enumerate([*others, strong]):
+        d = ari[ari["arm"] == arm].groupby("round").ARI
+        colour = "C0" if arm == strong else str(0.45 + 0.2 * i)
+        bottom.plot(d.mean().index, d.mean().values, color=colour, lw=2.2 if arm == strong else 1.2, label=arm)
+        bottom.fill_between(d.min().index, d.min().values, d.max().values, color=colour, alpha=0.15, lw=0)
+    bottom.set(ylim=(-0.2, 1.05))
+    bottom.set_xlabel("round (0: the initial k-means)", fontsize=10)
+    bottom.set_ylabel("ARI, clusters vs true groups", fontsize=10)
+    bottom.tick_params(labelsize=9)
+    bottom.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def full_tables(acc: pd.DataFrame, f1: pd.DataFrame, seeds: str) -> list[tuple[str, pd.DataFrame]]:
+    """The tables of the notes, each narrow enough for the page's column: (title, table) pairs from
+    :func:`side_by_side`'s accuracy table ``acc`` (with the authors' evaluation) and F1 table ``f1``,
+    every value of both with human headers (:func:`readable`); ``seeds`` names the pilot seeds."""
+    ci = f"ours: mean ± 95 % CI over {seeds} (more where a claim's plan ran more)"
+    authors = "ours authors' micro_acc (best centre, all clients)"
+    parts = [
+        (f"Micro accuracy (%), the paper's two tables and ours; {ci}",
+         acc, ["paper FEMNIST micro_acc", "paper FedCelebA micro_acc", "ours micro_acc", authors]),
+        (f"Macro accuracy (%) and the ARI; {ci}", acc,
+         ["paper FEMNIST macro_acc", "paper FedCelebA macro_acc", "ours macro_acc", "ours ARI"]),
+        (f"Micro-F1 (%: the test-size-weighted mean of the per-client macro-F1); {ci}", f1,
+         ["paper FEMNIST micro_f1", "paper FedCelebA micro_f1", "ours micro_f1"]),
+        (f"Macro-F1 (%); {ci}", f1, ["paper FEMNIST macro_f1", "paper FedCelebA macro_f1", "ours macro_f1"]),
+        ("The seeds each arm ran, whether it was still improving, and the paper's row it sits in", acc,
+         ["seeds", "still improving", "paper's row"]),
+    ]  # fmt: skip
+    return [(title, readable(t, [c for c in cols if c in t.columns], rising=False)) for title, t, cols in parts]
+
+
+def setup_rows(*, clients, groups, alpha, train, test, rounds, steps, batch, momentum, init_steps, ks, baselines,
+               seeds, cap) -> list[tuple[str, str, str]]:  # fmt: skip
+    """The rows of the chapter's setup card (:func:`pflkit.pages.setup_card`): what every run is, ours
+    beside the paper's (its Tables 1–3 and §6.1)."""
+    from ..pages import prose
+
+    images = f"{train:,} training and {test:,} test images" if train else "all images"
+    return [
+        ("Data", f"Fashion-MNIST ({images}); {len(groups)} latent groups by input transform ({prose(groups)}), "
+         f"Dirichlet({alpha:g}) label mixes", "FEMNIST and FedCelebA (LEAF), split by user"),
+        ("Clients", f"{clients}, {clients // len(groups)} a group, every one in every round",
+         "every LEAF user, every one in every round"),
+        ("Model", "LeNet", "a CNN"),
+        ("Training", f"{rounds} rounds × {steps} local steps (batch {batch}, SGD, momentum {momentum:g}); "
+         f"FeSEM's initial local models: {init_steps} steps", "100 iterations; lr 0.003 and 5 epochs (FEMNIST)"),
+        ("Methods", f"FeSEM(K), K = {prose(list(ks))}; {baselines} baselines; every learning rate chosen on validation",
+         "FeSEM(K), K = 2, 3, 4; 10 baselines"),
+        ("Seeds", f"{seeds}, up to {cap} where a claim's plan asks", "not stated"),
+        ("Changed", "grouped Fashion-MNIST (known clusters), a LeNet, and FedAvg also given FeSEM's warm-up (the "
+         "headline's reference)", ""),
+    ]  # fmt: skip
