@@ -14,35 +14,50 @@ from pflkit.chapters.fesem import (
     AVG_HS,
     HUMAN,
     MAIN_COLUMNS,
-    claim_lines,
-    figure4,
-    full_tables,
-    readable,
-    ring_layout,
-    setup_rows,
-    spread_ratio,
-    styled,
     ari_at,
     authors_acc,
+    cfl_line,
+    claim_lines,
     client_images,
+    cluster_claims,
+    cluster_notes,
+    collapse_check,
     estimate_s,
+    federation_summary,
     fesem_best_count,
     fesem_probe,
+    figure4,
     final_ari,
+    full_tables,
+    head_start_notes,
     k_margins,
     label_mix_ari,
+    leads,
     margin_at,
     margin_probe,
     method_configs,
     paper_diff,
     paper_value,
     per_seed,
+    pilot_notes,
+    readable,
+    readings_notes,
+    readings_table,
+    ring_layout,
+    scan_figure,
+    scan_notes,
+    setup_rows,
     show_rows,
     side_by_side,
+    spread_ratio,
+    styled,
+    table_claims,
+    table_notes,
     trace_of,
     true_groups,
     verdict_row,
     whole_groups,
+    why_lines,
 )
 from pflkit.engine import Federation, run
 from pflkit.methods.fesem import kmeans
@@ -290,3 +305,163 @@ def test_setup_rows_say_what_every_run_is():
     assert "6,000 training" in card["Data"] and "identity, rot90, invert and thicken" in card["Data"]
     assert card["Clients"].startswith("20, 5 a group") and "60 rounds × 8 local steps" in card["Training"]
     assert "K = 2, 3 and 4" in card["Methods"] and card["Seeds"] == "3, up to 10 where a claim's plan asks"
+
+
+def test_why_lines_give_a_reason_for_each_claim_that_did_not_reproduce():
+    no, yes = verdict([-1.0, -2.0, -1.5]), verdict([1.0, 2.0, 1.5])
+    row = {"verdict": "reproduces", "ours (a − b, 95 % CI)": "+1.5", "flags": []}
+    kw = dict(best_other="Local", v_best=no, acc=pd.Series({"Local": 82.0, "FeSEM(3)": 79.0}), k_sel="FeSEM(3)",
+              alpha=0.5, skew=0.54, ari_g=0.45, fe_g="FeSEM(4)", ari_labels=pd.Series([0.1, 0.2]), v_avg=yes,
+              avg_hs=AVG_HS, v_one=yes, hs_row=row, init_steps=100, hs_gain=2.5, em_row=row, rounds=60, local_steps=8,
+              k_em=4, v_split=yes, v_groups=no, ari4=pd.Series([0.4, 0.5]), moves=0, groups=4, label_note=0.3,
+              still=["FeSEM(4)"], improving=1.0, collapsed=["CFL"], seeds=3, min_seeds=3)  # fmt: skip
+    text = why_lines(**kw)
+    assert "**NoFed (Local) is the strongest baseline** (82.0 against FeSEM(3)'s 79.0" in text
+    assert "54 %" in text and "+2.5 points" in text and "never moves a client" in text and "at most 0.3" in text
+    assert "**Not converged**: FeSEM(4)" in text and "**Collapsed baselines**: CFL" in text
+    assert "does not clearly beat FedAvg" not in text and "*not tested*" not in text  # reproduced; enough seeds
+    calm = why_lines(**kw | dict(best_other="CFL", hs_row={"verdict": "inconclusive"}, v_groups=yes, still=[],
+                                 collapsed=[]))  # fmt: skip
+    assert calm == "Every claim above reproduces on our setting."
+    assert "*not tested*" in why_lines(**kw | dict(seeds=1))
+
+
+def test_collapse_check_finds_a_method_on_one_cluster():
+    probes = {("CFL", 0): {1: {"labels": [0, 0, 0], "models": 1, "norms": [[0.5, 2.0]]},
+                           2: {"labels": [0, 0, 0], "models": 1, "norms": [[0.3, 2.5]]}},
+              ("IFCA", 0): {1: {"labels": [0, 1, 1], "models": 2}, 2: {"labels": [0, 1, 0], "models": 2}}}  # fmt: skip
+    trace = pd.DataFrame([{"arm": a, "seed": 0, "round": 2, "ARI": x} for a, x in (("CFL", 0.0), ("IFCA", 0.333))])
+    diag, summary, collapsed, lines = collapse_check(fake_result(probes), ["CFL", "IFCA", "FedAvg"], [0], trace, 2)
+    assert len(diag) == 4 and collapsed == ["CFL"]
+    assert summary.loc[("IFCA", 0), "most clusters in any round"] == 2
+    assert summary.loc[("IFCA", 0), "ARI with the groups (last round)"] == 0.33
+    assert "**CFL collapsed** on every seed" in lines[0] and "IFCA did not collapse: 2 models" in lines[1]
+    line = cfl_line(diag, {"eps1": 0.4, "eps2": 1.6}, 20)
+    assert "mean update norm 0.30–0.50" in line and "largest client update 2.00–2.50" in line and "20 rounds" in line
+    assert collapse_check(fake_result({}), ["FedAvg"], [0], trace, 2)[3] == []
+
+
+def test_pilot_notes_name_the_choices_grown_grids_and_edges():
+    text = pilot_notes({"FedAvg": 0.1, "CFL": 0.03}, {"eps1": 0.4, "eps2": 1.6}, {"FedAvg": [0.01, 0.03, 0.1, 0.3]},
+                       [0.01, 0.03, 0.1], ["FedAvg"], 30, "3 seeds")  # fmt: skip
+    assert text.startswith("Chosen on validation micro accuracy after 30 rounds (3 seeds): FedAvg lr 0.1, CFL lr 0.03")
+    assert "CFL ε₁ = 0.4, ε₂ = 1.6" in text and "FedAvg (0.01, 0.03, 0.1, 0.3): grids grown" in text
+    assert text.endswith("Still at the edge of its grid: FedAvg (a wider grid might choose otherwise).")
+    assert pilot_notes({"A": 0.1}, {}, {"A": [0.1]}, [0.1], [], 2, "1 seed").endswith(
+        "No choice sits at the edge of its grid."
+    )
+
+
+def test_table_notes_say_the_choices_the_penalty_and_the_authors_evaluation():
+    row = {"claim": "eq. 7 helps", "verdict": "no difference", "ours (a − b, 95 % CI)": "+0.1", "flags": []}
+    mean = pd.DataFrame({"pooled_acc": [80.0, 81.0, 40.0]}, index=["FeSEM(2)", "FeSEM(4)", "FedSGD"])
+    text = table_notes(k_sel="FeSEM(4)", val={"FeSEM(2)": 79.0, "FeSEM(4)": 80.5, "CFL": 82.0},
+                       fesem_arms=["FeSEM(2)", "FeSEM(4)"], best_other="CFL", claims={"eq. 7": row}, mean=mean,
+                       rounds=60, local_steps=8, n_classes=10, paper_fedsgd=70.1, lam=0.1, clients=20, fe_g="FeSEM(4)",
+                       intra=2.0, loss=0.5, inert_share=0.05, eq7="E7", intra7=1.0, loss7=0.6, k_em=4,
+                       auth={"FeSEM(2)": 70.0, "FeSEM(4)": 60.0}, v_auth="contradicted", avg_hs=AVG_HS)  # fmt: skip
+    assert "FeSEM(4) (FeSEM(2) 79.0, FeSEM(4) 80.5); the strongest baseline by the same rule: CFL (82.0)" in text
+    assert "* eq. 7 helps: **no difference, +0.1**." in text and "480 minibatch steps" in text
+    assert "λ/m · Dist ≈ 0.0100" in text and "2.0 % of it, below 5 %" in text  # 0.1 / 20 × 2.0 against 0.5
+    assert "FeSEM(4) 60.0 against 81.0" in text and "below the paper's definition here" in text
+
+
+def test_cluster_notes_say_why_nobody_moves():
+    init = pd.DataFrame({"whole model": [0.5, 0.7]}, index=[0, 1])
+    kw = dict(last_ari=pd.Series({"FeSEM(2)": 0.3, "FeSEM(4)": 0.45, "FR": 0.0}), fesem_arms=["FeSEM(2)", "FeSEM(4)"],
+              fe_g="FeSEM(4)", v_groups="contradicted", fr_hs="FR", v_chance="reproduces",
+              moves=pd.DataFrame({0: [0, 0], 1: [0, np.nan]}, index=["FeSEM(2)", "FeSEM(4)"]), late=0, settle_round=10,
+              any_moves=0, g_moves=0, local_steps=8, mech_word="no difference", v_conv="not tested", v_e="no difference",
+              groups=4, restarts=20, init_steps=100, init_ari=init, ari_labels=pd.Series({0: 0.1}),
+              ari4=pd.Series({0: 0.4}))  # fmt: skip
+    text = cluster_notes(**kw)
+    assert "FeSEM(2) 0.30, FeSEM(4) 0.45" in text and "(FR, ARI 0.00): **reproduces**" in text
+    assert "FeSEM(2): 0, 0; FeSEM(4): 0 (0 after round 10)" in text and "No client ever leaves" in text
+    assert "0.60 over the whole model [seed 0 0.50, seed 1 0.70]" in text
+    moved = cluster_notes(**kw | dict(any_moves=3, g_moves=3, v_conv="reproduces"))
+    assert "Clients do move (3 moves in FeSEM(4)). The clustering settled by round 10: **reproduces**" in moved
+
+
+def test_cluster_claims_judge_the_clusters_against_the_groups():
+    trace = pd.DataFrame([{"arm": a, "seed": s, "round": r, "ARI": x, "moved": np.nan if r == 0 else 0}
+                          for a, x in (("FeSEM(4)", 0.5), ("FR", 0.0)) for s in (0, 1, 2) for r in (0, 10, 20)])  # fmt: skip
+    trace.loc[trace.arm == "FeSEM(4)", "ARI"] += 0.01 * trace.loc[trace.arm == "FeSEM(4)", "seed"]
+    res = SimpleNamespace(improving=lambda a: False, budget=lambda *a: None)
+    ari = trace[trace.arm == "FeSEM(4)"]
+    cl = cluster_claims(res, trace, ari, None, fe_g="FeSEM(4)", fr_hs="FR", k_em=4, seeds=[0, 1, 2], rounds=20,
+                        ari_margin=0.2, settle_round=10, settle_margin=0.05, em_resolution=0.05)  # fmt: skip
+    assert [r["claim"][:9] for r in cl.rows] == ["Figure 4:", "ours: FeS", "Mechanis", "§6.2: the"][:2] + [
+        r["claim"][:9] for r in cl.rows[2:]]  # fmt: skip
+    assert cl.rows[0]["verdict"] == "contradicted" and cl.rows[1]["verdict"] == "reproduces"  # ARI 0.5: far from 1
+    assert cl.any_moves == 0 and cl.g_moves == 0 and cl.rows[2]["kind"] == "mechanism"
+    assert (
+        cl.rows[3]["verdict"] == "not tested"
+        and "no client of FeSEM(4) changed cluster" in cl.rows[3]["ours (a − b, 95 % CI)"]
+    )
+
+
+def test_table_claims_put_the_headline_first_with_its_mechanism():
+    paper = paper_results("fesem")
+    arms = ["FeSEM(2)", "FeSEM(3)", "FeSEM(4)", "FeSEM(1)", AVG_HS, "FedAvg", "CFL", "E7"]
+    vals = {a: {s: 70.0 + i + 0.3 * s * (i % 3) for s in range(3)} for i, a in enumerate(arms)}
+    res = SimpleNamespace(
+        values=lambda a, m: pd.Series(vals[a]), budget=lambda *a: None, improving=lambda a: False,
+        compare=lambda a, b, m, margin=None, resolution=None: verdict(
+            list(pd.Series(vals[a]) - pd.Series(vals[b])), resolution=resolution),
+        paired=lambda a, b, m: pd.Series(vals[a]) - pd.Series(vals[b]),
+        finals=lambda: pd.DataFrame([{"arm": a, "seed": s, "rounds": 60, "gain_last_fifth": 0.1} for a in arms for s in range(3)]),
+    )  # fmt: skip
+    rows = table_claims(res, paper, None, lambda a: pd.Series(vals[a]), k_sel="FeSEM(3)", avg_hs=AVG_HS,
+                        best_other="CFL", fe_few="FeSEM(2)", fe_most="FeSEM(4)", fe_next="FeSEM(3)", k_most=4, k_em=4,
+                        eq7="E7", init_steps=100, resolution=1.0)  # fmt: skip
+    assert list(rows)[:2] == ["beats FedAvg", "beats FeSEM(1)"] and rows["beats FedAvg"]["headline"]
+    assert rows["beats FeSEM(1)"]["kind"] == "mechanism" and "FeSEM(3) by validation" in rows["beats FedAvg"]["claim"]
+    assert rows["best K"]["claim"] == "Figure 3: K = 4 is the best K (FeSEM(4) vs FeSEM(3))"
+    assert rows["beats FedAvg"]["verdict"] == "contradicted"  # FeSEM(3) is below FedAvg + head start in the fake
+    assert rows["eq. 7"]["verdict"] == "reproduces" and "FEMNIST" in rows["more centres"]["paper"]
+
+
+def test_federation_readings_and_head_start_prose():
+    cfg = tiny_config(partition="groups", alpha=0.5, clients=8)
+    fed = Federation.from_config(cfg)
+    leaf = pd.DataFrame({"num_devices": [100.0], "num_data_points": [2500.0]}, index=["FEMNIST"])
+    text, table = federation_summary(fed, true_groups(fed), fed.partition.params["transforms"], 0, 0.1, leaf)
+    assert text.startswith("8 clients, 4 groups") and "10 % of each client's" in text and "(25 per user)" in text
+    assert table["clients"].sum() == 8 and list(table.columns) == ["group", "clients", "train images", "test images"]
+    probes = {
+        ("A", 0): {
+            0: {"labels": [0, 0, 1, 1], "margins": [2.0, 2.0]},
+            3: {"labels": [0, 1, 1, 1], "margins": [1.0, 3.0]},
+        }
+    }
+    readings = fake_result(probes, {("A", "pooled_acc"): {0: 80.0}})
+    em = readings_table(readings, {0: np.array([0, 0, 1, 1])}.get)
+    assert em.loc[("A", 0), "moves"] == 1 and em.loc[("A", 0), "ARI round 0"] == pytest.approx(1.0)
+    assert em.loc[("A", 0), "median margin, last round"] == 2.0 and em.loc[("A", 0), "micro acc"] == 80.0
+    t = pd.DataFrame({"moves": [0.0, 4.0], "median margin, last round": [3.2, 1.1]}, index=["c", "o"])
+    mech = {"verdict": "reproduces", "ours (a − b, 95 % CI)": "+0.10"}
+    line = readings_notes(t, "c", "o", mech, {"_v": "inconclusive"})
+    assert "0 restarting from the centre, 4 with W_i persisting" in line and "3.20 at the last round" in line
+    assert "**reproduces** (+0.10)" in line and "**inconclusive**" in line
+    row = {"verdict": "reproduces", "ours (a − b, 95 % CI)": "+2.0", "flags": []}
+    hs = head_start_notes(em_row=row, hs_row=row, k_em=4, v_full="reproduces", v_hs1="x", v_inter="y", margin=1.0,
+                          v_lead=SimpleNamespace(mean=3.0))  # fmt: skip
+    assert "within ±1 points: y" in hs and "FeSEM(4)'s lead over FedAvg, +3.0 points" in hs
+
+
+def test_scan_prose_figure_and_the_leads():
+    notes = scan_notes(k_pick=pd.Series({0: 4, 1: 5}), groups=4, v_k="inconclusive", intra_mono=pd.Series([True, False]),
+                       sample=8, k_scan=[2, 3, 4, 5], nofed_rank=2, rows=12, k_sel="FeSEM(3)")  # fmt: skip
+    assert "seed 0 K = 4, seed 1 K = 5" in notes and "on 1 of 2 seeds" in notes and "1.6 clients per centre" in notes
+    scan = pd.DataFrame(
+        {"seed": [0, 0, 1, 1], "K": [2, 3, 2, 3], "val_mean_acc": [70, 72, 71, 73], "intra_distance": [2, 1, 2, 1]}
+    )
+    fig = scan_figure(scan)
+    assert len(fig.axes) == 2 and fig.get_size_inches()[0] <= 6.88
+    plt.close(fig)
+    acc = pd.Series({"FedAvg": 78.0, AVG_HS: 76.0, "FeSEM(3)": 79.0, "CFL": 84.0, "Local": 82.0})
+    rows = leads(acc, k_sel="FeSEM(3)", avg_hs=AVG_HS, init_steps=100, setting="FMNIST")
+    assert [r[0] for r in rows] == ["Tables 2/3 as compared there:", "Tables 2/3: FeSEM beats FedAvg — headline, at "
+                                    "matched head start", "Tables 2/3: FeSEM is the best method"]  # fmt: skip
+    assert rows[1][3] == "our reference scores 76.0 %, below plain FedAvg"
+    assert rows[2][3] == "above FeSEM(3) (79.0): CFL (84.0), Local (82.0)"
