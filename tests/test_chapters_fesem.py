@@ -21,7 +21,9 @@ from pflkit.chapters.fesem import (
     client_images,
     cluster_claims,
     cluster_notes,
+    cluster_rows,
     collapse_check,
+    composition_notes,
     estimate_s,
     federation_summary,
     fesem_best_count,
@@ -29,7 +31,9 @@ from pflkit.chapters.fesem import (
     figure4,
     final_ari,
     full_tables,
+    head_start_comparisons,
     head_start_notes,
+    k_claim,
     k_margins,
     label_mix_ari,
     leads,
@@ -46,6 +50,7 @@ from pflkit.chapters.fesem import (
     ring_layout,
     scan_figure,
     scan_notes,
+    seed_plans,
     setup_rows,
     show_rows,
     side_by_side,
@@ -465,3 +470,50 @@ def test_scan_prose_figure_and_the_leads():
                                     "matched head start", "Tables 2/3: FeSEM is the best method"]  # fmt: skip
     assert rows[1][3] == "our reference scores 76.0 %, below plain FedAvg"
     assert rows[2][3] == "above FeSEM(3) (79.0): CFL (84.0), Local (82.0)"
+
+
+def test_seed_plans_give_each_arm_the_seeds_its_claims_ask_for():
+    probes = {(a, s): {5: {"labels": lab}} for s in (0, 1, 2) for a, lab in (("F", [0, 0, 1, 1]), ("R", [0, 1, 0, 1]))}
+    vals = {("F", "pooled_acc"): {0: 80.0, 1: 82.0, 2: 78.0}, ("A", "pooled_acc"): {0: 79.0, 1: 80.5, 2: 78.2}}
+    res = fake_result(probes, vals)
+    res.paired = lambda a, b, m: res.values(a, m) - res.values(b, m)
+    plan, ari_plan, planned = seed_plans(res, ["F", "R", "A", "X"], [0, 1, 2], lambda s: np.array([0, 0, 1, 1]),
+                                         pairs={"headline": ("F", "A")}, fe_g="F", fr_hs="R", rounds=5, cap=10,
+                                         resolution=1.0, ari_margin=0.2, em_resolution=0.05)  # fmt: skip
+    assert list(plan.index) == ["headline"] and list(ari_plan.index) == [
+        "clusters are the groups",
+        "more than random clusters",
+    ]
+    assert planned["X"] == [0, 1, 2]  # in no claim: the pilot's seeds
+    assert len(planned["F"]) >= len(planned["A"]) >= 3 and planned["F"][:3] == [0, 1, 2]
+
+
+def test_head_start_comparisons_change_one_factor_each():
+    c = head_start_comparisons(fr="FR", fr_hs="FR+", k_em=4, avg_hs=AVG_HS)
+    assert len(c) == 6 and c["head start: fixed random clusters"] == ("FR+", "FR")
+    assert c["clustering: the paper's EM − fixed random clusters, with head start"] == ("FeSEM(4)", "FR+")
+
+
+def test_figure_5_rows_and_composition_prose():
+    fed = Federation.from_config(tiny_config(partition="groups", alpha=0.5, clients=8))
+    groups = true_groups(fed)
+    rows = cluster_rows(fed, [1, 0, 1, 1, 1, 0, 0, 1], groups, ["i", "r", "v", "t"], per=2)
+    assert [r[0].split(",")[0] for r in rows] == ["cluster 0", "cluster 0", "cluster 1", "cluster 1"]
+    assert rows[0][0] == f"cluster 0, client 1 ({'irvt'[groups[1]]})" and len(rows[0][1]) == 8
+    comp = pd.DataFrame({"i": [2, 0], "r": [0, 2]}, index=[0, 1])
+    text = composition_notes(comp, {0: 2, 1: 1}, seed=0, groups=4, fe_few="FeSEM(2)", ari=pd.Series({0: 1.0, 1: 0.5}),
+                             v_alike="reproduces")  # fmt: skip
+    assert text.startswith("Seed 0: cluster 0: 2×i, cluster 1: 2×r. Groups lying wholly in one FeSEM(2) cluster: ")
+    assert "seed 0 2 of 4, seed 1 1 of 4; ARI seed 0 1.00, seed 1 0.50" in text and text.endswith("**reproduces**.")
+
+
+def test_k_claim_reads_not_tested_without_the_number_of_groups_in_the_scan():
+    scans = {s: pd.DataFrame({"val_mean_acc": acc}, index=pd.Index([3, 4, 5], name="K"))
+             for s, acc in {0: [0.70, 0.75, 0.72], 1: [0.70, 0.76, 0.73], 2: [0.71, 0.77, 0.72]}.items()}  # fmt: skip
+    from pflkit.verdicts import seed_plan
+
+    plan = seed_plan({"K": list(k_margins(scans, 4))}, cap=10, pool=False, resolution=1.0)
+    row, v = k_claim(scans, plan, groups=4, k_scan=[3, 4, 5], resolution=1.0)
+    assert row["verdict"] == "reproduces" and v.mean == pytest.approx(3.67, abs=0.01)  # points over the best other K
+    row, v = k_claim(scans, None, groups=6, k_scan=[3, 4, 5], resolution=1.0)
+    assert row["verdict"] == "not tested" and row["ours (a − b, 95 % CI)"] == "K = 6 not in the scan [3, 4, 5]"

@@ -917,3 +917,75 @@ def leads(acc, *, k_sel, avg_hs, init_steps, setting) -> list[tuple]:
         ("Tables 2/3: FeSEM is the best method", "FeSEM is the best method", setting,
          (f"above {k_sel} ({acc[k_sel]:.1f}): " + ", ".join(above)) if above else f"no baseline scores above {k_sel}"),
     ]  # fmt: skip
+
+
+def seed_plans(res, arms, seeds, group_of, *, pairs: dict, fe_g, fr_hs, rounds, cap, resolution, ari_margin,
+               em_resolution):  # fmt: skip
+    """The seeds the claims ask for (:func:`pflkit.verdicts.seed_plan` from the pilot seeds ``seeds``):
+    one plan for the accuracy claims (``pairs``: name -> (a, b), micro acc a − b, the spread pooled
+    over them) and one for the two cluster claims (ARI of ``fe_g`` against 1, within ``ari_margin``, and
+    against random clusters ``fr_hs``); then each arm's seeds, the most either plan asks of it
+    (:func:`pflkit.verdicts.arm_seeds`).  Returns (plan, ARI plan, arm -> seeds)."""
+    from ..experiments import arm_seeds, seed_plan
+
+    plan = seed_plan({k: list(res.paired(a, b, "pooled_acc")) for k, (a, b) in pairs.items()}, cap=cap,
+                     resolution=resolution)  # fmt: skip
+    ari = {a: final_ari(res, a, group_of, seeds=seeds, rounds=rounds) for a in (fe_g, fr_hs)}  # per pilot seed
+    ari_claims = {  # the cluster claims (ARI): per seed, with the margin of a "within" claim
+        "clusters are the groups": (ari[fe_g] - 1, [fe_g], ari_margin),
+        "more than random clusters": (ari[fe_g] - ari[fr_hs], [fe_g, fr_hs], None),
+    }
+    ari_plan = seed_plan({k: list(d) for k, (d, _, _) in ari_claims.items()}, cap=cap, floor=em_resolution,
+                         margins={k: m for k, (_, _, m) in ari_claims.items() if m is not None})  # fmt: skip
+    by_acc = arm_seeds(plan, {k: list(v) for k, v in pairs.items()}, seeds, arms=arms, cap=cap)
+    by_ari = arm_seeds(ari_plan, {k: a for k, (_, a, _) in ari_claims.items()}, seeds, arms=arms, cap=cap)
+    return plan, ari_plan, {a: max(by_acc[a], by_ari[a], key=len) for a in arms}
+
+
+def head_start_comparisons(*, fr, fr_hs, k_em, avg_hs) -> dict:
+    """The head-start grid's comparisons, each changing one factor (clustering or head start): what
+    changes -> (a, b), judged on a − b."""
+    return {
+        "clustering: fixed random clusters − one model, without head start": (fr, "FedAvg"),
+        "clustering: fixed random clusters − one model, with head start": (fr_hs, "FeSEM(1)"),
+        "clustering: the paper's EM − fixed random clusters, with head start": (f"FeSEM({k_em})", fr_hs),
+        "head start: one model (FeSEM(1) − FedAvg)": ("FeSEM(1)", "FedAvg"),
+        "head start: one model, FedAvg's average (FedAvg + head start − FedAvg)": (avg_hs, "FedAvg"),
+        "head start: fixed random clusters": (fr_hs, fr),
+    }
+
+
+def cluster_rows(fed, labels, groups, transforms, per: int = 3) -> list:
+    """Figure 5's rows: the first ``per`` clients of each cluster of ``labels``, labelled with the
+    cluster, the client and its true group, with their first training images (:func:`show_rows`)."""
+    labels = np.asarray(labels)
+    return [(f"cluster {c}, client {cid} ({transforms[groups[cid]]})", client_images(fed, cid))
+            for c in sorted(set(labels)) for cid in np.flatnonzero(labels == c)[:per]]  # fmt: skip
+
+
+def composition_notes(comp: pd.DataFrame, whole: dict, *, seed, groups, fe_few, ari, v_alike) -> str:
+    """The sentence under Figure 5's composition table ``comp`` (cluster × true group, seed ``seed``):
+    each cluster's groups, the groups lying wholly in one cluster per seed (``whole``), the ARI per seed
+    and the claim's verdict."""
+    return (
+        f"Seed {seed}: " + ", ".join(f"cluster {c}: " + " + ".join(f"{n}×{g}" for g, n in r.items() if n)
+                                    for c, r in comp.iterrows())
+        + f". Groups lying wholly in one {fe_few} cluster: " + ", ".join(f"seed {s} {n} of {groups}" for s, n in whole.items())
+        + f"; ARI {per_seed(ari)}. {fe_few}'s clusters agree with the groups more than chance: **{v_alike}**."
+    )  # fmt: skip
+
+
+def k_claim(scans: dict, k_plan, *, groups, k_scan, resolution) -> tuple[dict, object]:
+    """§5.2's claim: K = ``groups`` has the best validation accuracy of the scan (per seed, its margin
+    over the best other K, :func:`k_margins`); not tested where the scan lacks it.  Returns the row and
+    its verdict."""
+    from ..verdicts import verdict
+
+    if k_plan is not None:
+        v_k, ours = verdict(list(k_margins(scans, groups)), resolution=resolution), None
+    else:
+        v_k, ours = verdict([]), f"K = {groups} not in the scan {k_scan}"
+    row = verdict_row(f"§5.2: a few rounds on a sample find the K (ours: K = {groups}, the number of groups, has the "
+                      "best validation accuracy; margin over the best other K)", v_k, ours=ours, digits=1,
+                      paper="a method (no numbers)", plan=k_plan, plan_name="K")  # fmt: skip
+    return row, v_k
