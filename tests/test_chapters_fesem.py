@@ -31,6 +31,7 @@ from pflkit.chapters.fesem import (
     figure4,
     final_ari,
     full_tables,
+    head_start_claims,
     head_start_comparisons,
     head_start_notes,
     k_claim,
@@ -45,6 +46,7 @@ from pflkit.chapters.fesem import (
     per_seed,
     pilot_notes,
     readable,
+    readings_claims,
     readings_notes,
     readings_table,
     ring_layout,
@@ -517,3 +519,27 @@ def test_k_claim_reads_not_tested_without_the_number_of_groups_in_the_scan():
     assert row["verdict"] == "reproduces" and v.mean == pytest.approx(3.67, abs=0.01)  # points over the best other K
     row, v = k_claim(scans, None, groups=6, k_scan=[3, 4, 5], resolution=1.0)
     assert row["verdict"] == "not tested" and row["ours (a − b, 95 % CI)"] == "K = 6 not in the scan [3, 4, 5]"
+
+
+def test_readings_and_head_start_claims():
+    em = pd.DataFrame({"ARI last": [0.5, 0.5, 0.5], "ARI round 0": [0.5, 0.5, 0.5], "moves": [0, 0, 0]},
+                      index=pd.MultiIndex.from_product([["own"], [0, 1, 2]]))  # fmt: skip
+    vals = {"own": {0: 60.0, 1: 61.0, 2: 62.0}, "centre": {0: 79.0, 1: 80.0, 2: 80.5}}
+    fake = SimpleNamespace(
+        budget=lambda *a: None, improving=lambda a: False, values=lambda a, m: pd.Series(vals[a]),
+        compare=lambda a, b, m, margin=None, resolution=None: verdict(
+            list(pd.Series(vals[a]) - pd.Series(vals[b])), resolution=resolution),
+        finals=lambda: pd.DataFrame([{"arm": a, "seed": s, "rounds": 60, "pooled_acc": v}
+                                     for a, d in vals.items() for s, v in d.items()]),
+    )  # fmt: skip
+    mech, acc = readings_claims(fake, em, own="own", centre="centre", fe_g="F", resolution=1.0, em_resolution=0.05)
+    assert (
+        mech["kind"] == "mechanism"
+        and mech["ours (a − b, 95 % CI)"] == "+0.00 on every seed: no client changed cluster"
+    )
+    assert acc["verdict"] == "contradicted" and acc["claim"].startswith("ours: with W_i persisting, F beats itself")
+    vals |= {"FeSEM(4)": {0: 80.0, 1: 81.0, 2: 82.0}, "FR+": {0: 79.0, 1: 79.0, 2: 80.5}, "FR": {0: 76.0, 1: 77.0, 2: 78.0},
+             "FeSEM(1)": {0: 75.0, 1: 76.0, 2: 76.0}, "FedAvg": {0: 77.0, 1: 78.0, 2: 78.0}}  # fmt: skip
+    em_row, hs_row, inter = head_start_claims(fake, None, fr="FR", fr_hs="FR+", k_em=4, resolution=1.0, margin=1.0)
+    assert hs_row["verdict"] == "reproduces" and "(K = 4)" in em_row["claim"]
+    assert inter.mean == pytest.approx(((3 + 2 + 2.5) - (-2 - 2 - 2)) / 3)  # random clusters' gain − one model's

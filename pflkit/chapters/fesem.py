@@ -989,3 +989,37 @@ def k_claim(scans: dict, k_plan, *, groups, k_scan, resolution) -> tuple[dict, o
                       "best validation accuracy; margin over the best other K)", v_k, ours=ours, digits=1,
                       paper="a method (no numbers)", plan=k_plan, plan_name="K")  # fmt: skip
     return row, v_k
+
+
+def readings_claims(readings, em: pd.DataFrame, *, own, centre, fe_g, resolution, em_resolution) -> tuple[dict, dict]:
+    """The two claims of the other reading of eq. 4.2 (``own``: W_i persisting, against ``centre``:
+    restarting from the centre; ``em``: :func:`readings_table`): its E-steps move clients (a mechanism
+    check, the ARI at the last round against round 0), and it beats the centre restart in micro accuracy."""
+    from ..verdicts import claim, mechanism, verdict
+
+    v = verdict(em.loc[own, "ARI last"] - em.loc[own, "ARI round 0"], budget=readings.budget(own), unit="ARI",
+                resolution=em_resolution)  # fmt: skip
+    moved = int(em.loc[own, "moves"].sum())
+    mech = mechanism("Mechanism, W_i persisting (eq. 4.2): the E-steps move clients (the same test)", v,
+                     control="the initial k-means (round 0)", paper="clients change clusters as their models train",
+                     digits=2, ours=None if moved else f"{v.mean:+.2f} on every seed: no client changed cluster")  # fmt: skip
+    acc = claim(f"ours: with W_i persisting, {fe_g} beats itself restarting from the centre (micro acc)", readings,
+                own, centre, metric="pooled_acc", resolution=resolution)  # fmt: skip
+    return mech, acc
+
+
+def head_start_claims(res, plan, *, fr, fr_hs, k_em, resolution, margin) -> tuple[dict, dict, object]:
+    """The head-start grid's claims: the paper's EM against fixed random clusters at the same head start,
+    the head start with fixed random clusters, and the interaction of the two factors (the head start's
+    gain with random clusters minus its gain with one model, a no-difference verdict within ``margin``)."""
+    from ..verdicts import claim, verdict
+
+    em_row = claim(f"ours: the paper's EM beats the authors' fixed random clusters at the same head start (K = {k_em})",
+                   res, f"FeSEM({k_em})", fr_hs, metric="pooled_acc", resolution=resolution, plan=plan,
+                   plan_name="EM vs fixed random")  # fmt: skip
+    hs_row = claim("ours: the head start helps (fixed random clusters with against without)", res, fr_hs, fr,
+                   metric="pooled_acc", resolution=resolution, plan=plan, plan_name="head start")  # fmt: skip
+    x = res.finals().pivot_table(index="seed", columns="arm", values="pooled_acc")
+    v_inter = verdict((x[fr_hs] - x[fr]) - (x["FeSEM(1)"] - x["FedAvg"]), margin=margin,
+                      budget=res.budget(fr_hs, fr, "FeSEM(1)", "FedAvg"))  # fmt: skip
+    return em_row, hs_row, v_inter
