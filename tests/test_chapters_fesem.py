@@ -16,6 +16,7 @@ from pflkit.chapters.fesem import (
     MAIN_COLUMNS,
     ari_at,
     authors_acc,
+    budget_line,
     cfl_line,
     claim_lines,
     client_images,
@@ -24,6 +25,7 @@ from pflkit.chapters.fesem import (
     cluster_rows,
     collapse_check,
     composition_notes,
+    cost_line,
     estimate_s,
     federation_summary,
     fesem_best_count,
@@ -34,6 +36,7 @@ from pflkit.chapters.fesem import (
     head_start_claims,
     head_start_comparisons,
     head_start_notes,
+    initial_ari,
     k_claim,
     k_margins,
     label_mix_ari,
@@ -543,3 +546,19 @@ def test_readings_and_head_start_claims():
     em_row, hs_row, inter = head_start_claims(fake, None, fr="FR", fr_hs="FR+", k_em=4, resolution=1.0, margin=1.0)
     assert hs_row["verdict"] == "reproduces" and "(K = 4)" in em_row["claim"]
     assert inter.mean == pytest.approx(((3 + 2 + 2.5) - (-2 - 2 - 2)) / 3)  # random clusters' gain − one model's
+
+
+def test_initial_ari_budget_and_cost_lines():
+    probes = {("F", 0): {0: {"labels": [0, 0, 1, 1], "kmeans_last": [0, 1, 0, 1]}}}
+    t = initial_ari(fake_result(probes), "F", {0: [1, 1, 0, 0]}, [0])
+    assert (
+        t.loc[0, "whole model (FeSEM's Dist)"] == pytest.approx(1.0) and t.loc[0, "last layer (the authors' code)"] < 0
+    )
+    line = budget_line(pd.Series({"A": 1.234, "B": -0.4}), ["A", "B"], {"A": True, "B": False}.get)
+    assert line.endswith("A +1.2 points (still improving), B -0.4 points (levelled off).")
+    cost = cost_line(arms=16, seeds=3, rounds=60, pilot_arms=30, pilot_seeds=3, pilot_rounds=30, estimate_s=7200,
+                     recorded_h=1.234, full=False)  # fmt: skip
+    assert (
+        "This page runs 138 runs: 16 arms × 3 seeds of 60 rounds" in cost and "estimate 2.00 CPU-hours (at the" in cost
+    )
+    assert cost.endswith("recorded 1.23 CPU-hours of their own.")

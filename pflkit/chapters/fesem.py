@@ -1023,3 +1023,39 @@ def head_start_claims(res, plan, *, fr, fr_hs, k_em, resolution, margin) -> tupl
     v_inter = verdict((x[fr_hs] - x[fr]) - (x["FeSEM(1)"] - x["FedAvg"]), margin=margin,
                       budget=res.budget(fr_hs, fr, "FeSEM(1)", "FedAvg"))  # fmt: skip
     return em_row, hs_row, v_inter
+
+
+def initial_ari(res, arm: str, groups: dict, seeds) -> pd.DataFrame:
+    """Per seed: how well k-means on the *initial* local models of ``arm`` (FeSEM at K = the number of
+    groups; its probe's round 0) recovers the true groups (``groups``: seed -> each client's), over the
+    whole model (FeSEM's Dist, its own initial clustering) and over the last layer (the authors' code)."""
+    return pd.DataFrame([
+        {"seed": s, "whole model (FeSEM's Dist)": adjusted_rand_score(groups[s], res.probes(arm, s)[0]["labels"]),
+         "last layer (the authors' code)": adjusted_rand_score(groups[s], res.probes(arm, s)[0]["kmeans_last"])}
+        for s in seeds]).set_index("seed")  # fmt: skip
+
+
+def budget_line(gain: pd.Series, arms, improving) -> str:
+    """The validation accuracy each of ``arms`` gained over the last fifth of its rounds (``gain``: arm ->
+    points, mean over seeds) with the kit's budget flag (``improving``: arm -> True, False or None)."""
+    words = {True: "still improving", False: "levelled off", None: "not measured"}
+    return (
+        "Validation accuracy gained over the last fifth of the rounds (mean over seeds; the kit's budget flag): "
+        + ", ".join(f"{a} {gain[a]:+.1f} points ({words[improving(a)]})" for a in arms) + "."
+    )  # fmt: skip
+
+
+def cost_line(*, arms: int, seeds: int, rounds: int, pilot_arms: int, pilot_seeds: int, pilot_rounds: int,
+              estimate_s: float, recorded_h: float, full: bool = True) -> str:  # fmt: skip
+    """The page's cost as a bullet: its runs, the CPU-hours the measured per-round costs estimate
+    (``estimate_s``; ``full``: at the book's scale) and those its runs recorded."""
+    from ..verdicts import seeds_text
+
+    return (
+        f"* **Cost.** This page runs {arms * seeds + pilot_arms * pilot_seeds} runs: {arms} arms × "
+        f"{seeds_text(seeds)} of {rounds} rounds and a pilot of {pilot_arms} arms × {seeds_text(pilot_seeds)} of "
+        f"{pilot_rounds} rounds, plus §5.2. Runs × rounds × the CPU cost of a round measured on a 2-core machine "
+        f"(the Cost section above) estimate {estimate_s / 3600:.2f} CPU-hours"
+        + ("" if full else " (at the full page's scale; these runs are smaller)")
+        + f"; the runs shown here recorded {recorded_h:.2f} CPU-hours of their own."
+    )  # fmt: skip
