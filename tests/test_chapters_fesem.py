@@ -12,27 +12,62 @@ import torch
 
 from pflkit.chapters.fesem import (
     AVG_HS,
+    HUMAN,
+    MAIN_COLUMNS,
     ari_at,
     authors_acc,
+    budget_line,
+    cfl_line,
+    claim_lines,
     client_images,
+    cluster_claims,
+    cluster_notes,
+    cluster_rows,
+    collapse_check,
+    composition_notes,
+    cost_line,
     estimate_s,
+    federation_summary,
     fesem_best_count,
     fesem_probe,
+    figure4,
     final_ari,
+    full_tables,
+    head_start_claims,
+    head_start_comparisons,
+    head_start_notes,
+    initial_ari,
+    k_claim,
     k_margins,
     label_mix_ari,
+    leads,
     margin_at,
     margin_probe,
     method_configs,
     paper_diff,
     paper_value,
     per_seed,
+    pilot_notes,
+    readable,
+    readings_claims,
+    readings_notes,
+    readings_table,
+    ring_layout,
+    scan_figure,
+    scan_notes,
+    seed_plans,
+    setup_rows,
     show_rows,
     side_by_side,
+    spread_ratio,
+    styled,
+    table_claims,
+    table_notes,
     trace_of,
     true_groups,
     verdict_row,
     whole_groups,
+    why_lines,
 )
 from pflkit.engine import Federation, run
 from pflkit.methods.fesem import kmeans
@@ -189,8 +224,7 @@ def test_grouped_federation_helpers_and_the_image_rows():
     assert g.tolist() == fed.partition.params["groups"] and len(set(g)) == 4
     imgs = client_images(fed, 1, n=3)
     assert len(imgs) == 3 and imgs.dtype == fed.ds.x_train.dtype
-    show_rows([("a", imgs), ("b", imgs[:1])], n=3, title="t")
-    fig = plt.gcf()
+    fig = show_rows([("a", imgs), ("b", imgs[:1])], n=3, title="t", show=False)
     assert len(fig.axes) == 6 and sum(bool(ax.images) for ax in fig.axes) == 4  # rows of 3, b has one image
     plt.close(fig)
 
@@ -199,3 +233,332 @@ def test_prose_helpers():
     assert per_seed(pd.Series({0: 0.123, 2: 1.0})) == "seed 0 0.12, seed 2 1.00"
     row = verdict_row("the clusters are the groups", verdict([0.1, 0.2, 0.15], unit="ARI"))
     assert row["claim"] == "the clusters are the groups" and "0.15" in row["ours (a − b, 95 % CI)"]
+
+
+def side_table():
+    """A small side_by_side-shaped table: two arms, one still improving, one paper value missing."""
+    return pd.DataFrame(
+        {"paper FEMNIST micro_acc": [84.94, np.nan], "ours micro_acc": ["77.8 ± 1.2", "79.1 ± 0.5 (4 seeds; 78.8 on the 3 all arms ran)"],
+         "seeds": [3, 4], "still improving": ["no", "yes"], "paper FedCelebA micro_acc": [80.0, 81.0],
+         "paper FEMNIST macro_acc": [84.9, 85.0], "ours macro_acc": ["77.6 ± 2.6", "78.0 ± 1.0"],
+         "paper FedCelebA macro_acc": [np.nan, 80.0], "ours authors' micro_acc (best centre, all clients)": ["77.8 ± 1.2", "—"],
+         "ours ARI": ["", "0.41"], "paper's row": ["FedAvg", ""]},
+        index=pd.Index(["FedAvg", "FeSEM(4)"], name="arm"),
+    )  # fmt: skip
+
+
+def test_readable_names_columns_marks_rising_arms_and_dashes_missing_values():
+    t = readable(side_table(), MAIN_COLUMNS, short=True)
+    assert list(t.columns) == ["method", *MAIN_COLUMNS.values()]
+    assert t["method"].tolist() == ["FedAvg", "FeSEM(4) ↗"]  # still improving: marked
+    assert t.loc[0, "micro acc, paper (FEMNIST)"] == "84.9" and t.loc[1, "micro acc, paper (FEMNIST)"] == "—"
+    assert t.loc[1, "micro acc, ours"] == "79.1 ± 0.5"  # short: the note on the common seeds goes to the notes
+    assert t.loc[0, "ARI, ours"] == "—" and t.loc[1, "ARI, ours"] == "0.41"
+    whole = readable(side_table(), rising=False)
+    assert whole.loc[1, "micro acc, ours"].endswith("all arms ran)") and whole["method"].tolist() == [
+        "FedAvg",
+        "FeSEM(4)",
+    ]
+    assert set(whole.columns) <= {"method", *HUMAN.values()} and not any("_" in c for c in whole.columns)
+    assert "<th" in styled(t).to_html() and ">0<" not in styled(t).to_html()  # no index column
+
+
+def test_full_tables_split_the_wide_tables_into_narrow_ones():
+    tables = full_tables(side_table(), side_table().rename(columns=lambda c: c.replace("acc", "f1")), "3 seeds")
+    assert len(tables) == 5 and all(len(t.columns) <= 5 for _, t in tables)
+    assert "3 seeds" in tables[0][0] and tables[0][1].columns[1] == "micro acc, paper (FEMNIST)"
+    assert tables[2][1].columns.tolist() == ["method", "micro-F1, paper (FEMNIST)", "micro-F1, paper (FedCelebA)",
+                                             "micro-F1, ours"]  # fmt: skip
+    assert tables[4][1]["the paper's row"].tolist() == ["FedAvg", "—"]
+
+
+def test_claim_lines_give_each_claim_its_word_and_numbers():
+    rows = [verdict_row("clusters are groups", verdict([0.1, 0.2, 0.15], unit="ARI"))]
+    text = claim_lines(rows)
+    assert text.startswith("* clusters are groups: **") and "0.15" in text and text.count("\n") == 0
+    assert claim_lines([]) == ""
+
+
+def test_ring_layout_puts_every_client_on_a_ring_around_its_own_centre():
+    cxy = np.array([[0.0, 0.0], [10.0, 0.0]])
+    labels = np.array([0, 1, 0, 0])
+    pos = ring_layout(np.zeros((4, 2)), cxy, labels, 0.5)
+    assert np.allclose(np.linalg.norm(pos - cxy[labels], axis=1), 0.5)
+    assert np.allclose(pos[1], [10.0, 0.5])  # a lone member on the ring's top
+    assert len({tuple(np.round(p, 6)) for p in pos[labels == 0]}) == 3  # members apart
+    xy = np.array([[0.1, 0.0], [10.0, 0.2], [0.0, 0.0], [0.0, 0.0]])
+    assert spread_ratio(xy, cxy, labels) == pytest.approx(0.02)
+
+
+def test_figure4_draws_the_rings_and_the_ari_per_round():
+    ari = pd.DataFrame([{"arm": a, "seed": s, "round": r, "ARI": 0.5} for a in ("FeSEM(2)", "FeSEM(4)")
+                        for s in (0, 1) for r in (0, 1, 2)])  # fmt: skip
+    fig = figure4(
+        np.zeros((4, 2)), [[0, 0], [5, 5]], [0, 1, 0, 0], [0, 1, 1, 0], ["a", "b"], ari, "FeSEM(4)", [0.4, 0.3]
+    )
+    top, bottom = fig.axes
+    assert sum(len(c.get_offsets()) for c in top.collections) == 4  # every client drawn
+    assert top.get_xlabel() == "PC 1 (40 %)" and [t.get_text() for t in top.get_legend().get_texts()] == [
+        "a (2)",
+        "b (2)",
+    ]
+    assert [line.get_label() for line in bottom.get_lines()] == ["FeSEM(2)", "FeSEM(4)"]  # the strong arm last, on top
+    assert fig.get_size_inches()[0] <= 6.88  # drawn for the column: shown at full size
+    plt.close(fig)
+
+
+def test_setup_rows_say_what_every_run_is():
+    rows = setup_rows(clients=20, groups=["identity", "rot90", "invert", "thicken"], alpha=0.5, train=6000, test=4000,
+                      rounds=60, steps=8, batch=50, momentum=0.9, init_steps=100, ks=[2, 3, 4], baselines=8, seeds=3,
+                      cap=10)  # fmt: skip
+    card = dict((what, ours) for what, ours, _ in rows)
+    assert "6,000 training" in card["Data"] and "identity, rot90, invert and thicken" in card["Data"]
+    assert card["Clients"].startswith("20, 5 a group") and "60 rounds × 8 local steps" in card["Training"]
+    assert "K = 2, 3 and 4" in card["Methods"] and card["Seeds"] == "3, up to 10 where a claim's plan asks"
+
+
+def test_why_lines_give_a_reason_for_each_claim_that_did_not_reproduce():
+    no, yes = verdict([-1.0, -2.0, -1.5]), verdict([1.0, 2.0, 1.5])
+    row = {"verdict": "reproduces", "ours (a − b, 95 % CI)": "+1.5", "flags": []}
+    kw = dict(best_other="Local", v_best=no, acc=pd.Series({"Local": 82.0, "FeSEM(3)": 79.0}), k_sel="FeSEM(3)",
+              alpha=0.5, skew=0.54, ari_g=0.45, fe_g="FeSEM(4)", ari_labels=pd.Series([0.1, 0.2]), v_avg=yes,
+              avg_hs=AVG_HS, v_one=yes, hs_row=row, init_steps=100, hs_gain=2.5, em_row=row, rounds=60, local_steps=8,
+              k_em=4, v_split=yes, v_groups=no, ari4=pd.Series([0.4, 0.5]), moves=0, groups=4, label_note=0.3,
+              still=["FeSEM(4)"], improving=1.0, collapsed=["CFL"], seeds=3, min_seeds=3)  # fmt: skip
+    text = why_lines(**kw)
+    assert "**NoFed (Local) is the strongest baseline** (82.0 against FeSEM(3)'s 79.0" in text
+    assert "54 %" in text and "+2.5 points" in text and "never moves a client" in text and "at most 0.3" in text
+    assert "**Not converged**: FeSEM(4)" in text and "**Collapsed baselines**: CFL" in text
+    assert "does not clearly beat FedAvg" not in text and "*not tested*" not in text  # reproduced; enough seeds
+    calm = why_lines(**kw | dict(best_other="CFL", hs_row={"verdict": "inconclusive"}, v_groups=yes, still=[],
+                                 collapsed=[]))  # fmt: skip
+    assert calm == "Every claim above reproduces on our setting."
+    assert "*not tested*" in why_lines(**kw | dict(seeds=1))
+
+
+def test_collapse_check_finds_a_method_on_one_cluster():
+    probes = {("CFL", 0): {1: {"labels": [0, 0, 0], "models": 1, "norms": [[0.5, 2.0]]},
+                           2: {"labels": [0, 0, 0], "models": 1, "norms": [[0.3, 2.5]]}},
+              ("IFCA", 0): {1: {"labels": [0, 1, 1], "models": 2}, 2: {"labels": [0, 1, 0], "models": 2}}}  # fmt: skip
+    trace = pd.DataFrame([{"arm": a, "seed": 0, "round": 2, "ARI": x} for a, x in (("CFL", 0.0), ("IFCA", 0.333))])
+    diag, summary, collapsed, lines = collapse_check(fake_result(probes), ["CFL", "IFCA", "FedAvg"], [0], trace, 2)
+    assert len(diag) == 4 and collapsed == ["CFL"]
+    assert summary.loc[("IFCA", 0), "most clusters in any round"] == 2
+    assert summary.loc[("IFCA", 0), "ARI with the groups (last round)"] == 0.33
+    assert "**CFL collapsed** on every seed" in lines[0] and "IFCA did not collapse: 2 models" in lines[1]
+    line = cfl_line(diag, {"eps1": 0.4, "eps2": 1.6}, 20)
+    assert "mean update norm 0.30–0.50" in line and "largest client update 2.00–2.50" in line and "20 rounds" in line
+    assert collapse_check(fake_result({}), ["FedAvg"], [0], trace, 2)[3] == []
+
+
+def test_pilot_notes_name_the_choices_grown_grids_and_edges():
+    text = pilot_notes({"FedAvg": 0.1, "CFL": 0.03}, {"eps1": 0.4, "eps2": 1.6}, {"FedAvg": [0.01, 0.03, 0.1, 0.3]},
+                       [0.01, 0.03, 0.1], ["FedAvg"], 30, "3 seeds")  # fmt: skip
+    assert text.startswith("Chosen on validation micro accuracy after 30 rounds (3 seeds): FedAvg lr 0.1, CFL lr 0.03")
+    assert "CFL ε₁ = 0.4, ε₂ = 1.6" in text and "FedAvg (0.01, 0.03, 0.1, 0.3): grids grown" in text
+    assert text.endswith("Still at the edge of its grid: FedAvg (a wider grid might choose otherwise).")
+    assert pilot_notes({"A": 0.1}, {}, {"A": [0.1]}, [0.1], [], 2, "1 seed").endswith(
+        "No choice sits at the edge of its grid."
+    )
+
+
+def test_table_notes_say_the_choices_the_penalty_and_the_authors_evaluation():
+    row = {"claim": "eq. 7 helps", "verdict": "no difference", "ours (a − b, 95 % CI)": "+0.1", "flags": []}
+    mean = pd.DataFrame({"pooled_acc": [80.0, 81.0, 40.0]}, index=["FeSEM(2)", "FeSEM(4)", "FedSGD"])
+    text = table_notes(k_sel="FeSEM(4)", val={"FeSEM(2)": 79.0, "FeSEM(4)": 80.5, "CFL": 82.0},
+                       fesem_arms=["FeSEM(2)", "FeSEM(4)"], best_other="CFL", claims={"eq. 7": row}, mean=mean,
+                       rounds=60, local_steps=8, n_classes=10, paper_fedsgd=70.1, lam=0.1, clients=20, fe_g="FeSEM(4)",
+                       intra=2.0, loss=0.5, inert_share=0.05, eq7="E7", intra7=1.0, loss7=0.6, k_em=4,
+                       auth={"FeSEM(2)": 70.0, "FeSEM(4)": 60.0}, v_auth="contradicted", avg_hs=AVG_HS)  # fmt: skip
+    assert "FeSEM(4) (FeSEM(2) 79.0, FeSEM(4) 80.5); the strongest baseline by the same rule: CFL (82.0)" in text
+    assert "* eq. 7 helps: **no difference, +0.1**." in text and "480 minibatch steps" in text
+    assert "λ/m · Dist ≈ 0.0100" in text and "2.0 % of it, below 5 %" in text  # 0.1 / 20 × 2.0 against 0.5
+    assert "FeSEM(4) 60.0 against 81.0" in text and "below the paper's definition here" in text
+
+
+def test_cluster_notes_say_why_nobody_moves():
+    init = pd.DataFrame({"whole model": [0.5, 0.7]}, index=[0, 1])
+    kw = dict(last_ari=pd.Series({"FeSEM(2)": 0.3, "FeSEM(4)": 0.45, "FR": 0.0}), fesem_arms=["FeSEM(2)", "FeSEM(4)"],
+              fe_g="FeSEM(4)", v_groups="contradicted", fr_hs="FR", v_chance="reproduces",
+              moves=pd.DataFrame({0: [0, 0], 1: [0, np.nan]}, index=["FeSEM(2)", "FeSEM(4)"]), late=0, settle_round=10,
+              any_moves=0, g_moves=0, local_steps=8, mech_word="no difference", v_conv="not tested", v_e="no difference",
+              groups=4, restarts=20, init_steps=100, init_ari=init, ari_labels=pd.Series({0: 0.1}),
+              ari4=pd.Series({0: 0.4}))  # fmt: skip
+    text = cluster_notes(**kw)
+    assert "FeSEM(2) 0.30, FeSEM(4) 0.45" in text and "(FR, ARI 0.00): **reproduces**" in text
+    assert "FeSEM(2): 0, 0; FeSEM(4): 0 (0 after round 10)" in text and "No client ever leaves" in text
+    assert "0.60 over the whole model [seed 0 0.50, seed 1 0.70]" in text
+    moved = cluster_notes(**kw | dict(any_moves=3, g_moves=3, v_conv="reproduces"))
+    assert "Clients do move (3 moves in FeSEM(4)). The clustering settled by round 10: **reproduces**" in moved
+
+
+def test_cluster_claims_judge_the_clusters_against_the_groups():
+    trace = pd.DataFrame([{"arm": a, "seed": s, "round": r, "ARI": x, "moved": np.nan if r == 0 else 0}
+                          for a, x in (("FeSEM(4)", 0.5), ("FR", 0.0)) for s in (0, 1, 2) for r in (0, 10, 20)])  # fmt: skip
+    trace.loc[trace.arm == "FeSEM(4)", "ARI"] += 0.01 * trace.loc[trace.arm == "FeSEM(4)", "seed"]
+    res = SimpleNamespace(improving=lambda a: False, budget=lambda *a: None)
+    ari = trace[trace.arm == "FeSEM(4)"]
+    cl = cluster_claims(res, trace, ari, None, fe_g="FeSEM(4)", fr_hs="FR", k_em=4, seeds=[0, 1, 2], rounds=20,
+                        ari_margin=0.2, settle_round=10, settle_margin=0.05, em_resolution=0.05)  # fmt: skip
+    assert [r["claim"][:9] for r in cl.rows] == ["Figure 4:", "ours: FeS", "Mechanis", "§6.2: the"][:2] + [
+        r["claim"][:9] for r in cl.rows[2:]]  # fmt: skip
+    assert cl.rows[0]["verdict"] == "contradicted" and cl.rows[1]["verdict"] == "reproduces"  # ARI 0.5: far from 1
+    assert cl.any_moves == 0 and cl.g_moves == 0 and cl.rows[2]["kind"] == "mechanism"
+    assert (
+        cl.rows[3]["verdict"] == "not tested"
+        and "no client of FeSEM(4) changed cluster" in cl.rows[3]["ours (a − b, 95 % CI)"]
+    )
+
+
+def test_table_claims_put_the_headline_first_with_its_mechanism():
+    paper = paper_results("fesem")
+    arms = ["FeSEM(2)", "FeSEM(3)", "FeSEM(4)", "FeSEM(1)", AVG_HS, "FedAvg", "CFL", "E7"]
+    vals = {a: {s: 70.0 + i + 0.3 * s * (i % 3) for s in range(3)} for i, a in enumerate(arms)}
+    res = SimpleNamespace(
+        values=lambda a, m: pd.Series(vals[a]), budget=lambda *a: None, improving=lambda a: False,
+        compare=lambda a, b, m, margin=None, resolution=None: verdict(
+            list(pd.Series(vals[a]) - pd.Series(vals[b])), resolution=resolution),
+        paired=lambda a, b, m: pd.Series(vals[a]) - pd.Series(vals[b]),
+        finals=lambda: pd.DataFrame([{"arm": a, "seed": s, "rounds": 60, "gain_last_fifth": 0.1} for a in arms for s in range(3)]),
+    )  # fmt: skip
+    rows = table_claims(res, paper, None, lambda a: pd.Series(vals[a]), k_sel="FeSEM(3)", avg_hs=AVG_HS,
+                        best_other="CFL", fe_few="FeSEM(2)", fe_most="FeSEM(4)", fe_next="FeSEM(3)", k_most=4, k_em=4,
+                        eq7="E7", init_steps=100, resolution=1.0)  # fmt: skip
+    assert list(rows)[:2] == ["beats FedAvg", "beats FeSEM(1)"] and rows["beats FedAvg"]["headline"]
+    assert rows["beats FeSEM(1)"]["kind"] == "mechanism" and "FeSEM(3) by validation" in rows["beats FedAvg"]["claim"]
+    assert rows["best K"]["claim"] == "Figure 3: K = 4 is the best K (FeSEM(4) vs FeSEM(3))"
+    assert rows["beats FedAvg"]["verdict"] == "contradicted"  # FeSEM(3) is below FedAvg + head start in the fake
+    assert rows["eq. 7"]["verdict"] == "reproduces" and "FEMNIST" in rows["more centres"]["paper"]
+
+
+def test_federation_readings_and_head_start_prose():
+    cfg = tiny_config(partition="groups", alpha=0.5, clients=8)
+    fed = Federation.from_config(cfg)
+    leaf = pd.DataFrame({"num_devices": [100.0], "num_data_points": [2500.0]}, index=["FEMNIST"])
+    text, table = federation_summary(fed, true_groups(fed), fed.partition.params["transforms"], 0, 0.1, leaf)
+    assert text.startswith("8 clients, 4 groups") and "10 % of each client's" in text and "(25 per user)" in text
+    assert table["clients"].sum() == 8 and list(table.columns) == ["group", "clients", "train images", "test images"]
+    probes = {
+        ("A", 0): {
+            0: {"labels": [0, 0, 1, 1], "margins": [2.0, 2.0]},
+            3: {"labels": [0, 1, 1, 1], "margins": [1.0, 3.0]},
+        }
+    }
+    readings = fake_result(probes, {("A", "pooled_acc"): {0: 80.0}})
+    em = readings_table(readings, {0: np.array([0, 0, 1, 1])}.get)
+    assert em.loc[("A", 0), "moves"] == 1 and em.loc[("A", 0), "ARI round 0"] == pytest.approx(1.0)
+    assert em.loc[("A", 0), "median margin, last round"] == 2.0 and em.loc[("A", 0), "micro acc"] == 80.0
+    t = pd.DataFrame({"moves": [0.0, 4.0], "median margin, last round": [3.2, 1.1]}, index=["c", "o"])
+    mech = {"verdict": "reproduces", "ours (a − b, 95 % CI)": "+0.10"}
+    line = readings_notes(t, "c", "o", mech, {"_v": "inconclusive"})
+    assert "0 restarting from the centre, 4 with W_i persisting" in line and "3.20 at the last round" in line
+    assert "**reproduces** (+0.10)" in line and "**inconclusive**" in line
+    row = {"verdict": "reproduces", "ours (a − b, 95 % CI)": "+2.0", "flags": []}
+    hs = head_start_notes(em_row=row, hs_row=row, k_em=4, v_full="reproduces", v_hs1="x", v_inter="y", margin=1.0,
+                          v_lead=SimpleNamespace(mean=3.0))  # fmt: skip
+    assert "within ±1 points: y" in hs and "FeSEM(4)'s lead over FedAvg, +3.0 points" in hs
+
+
+def test_scan_prose_figure_and_the_leads():
+    notes = scan_notes(k_pick=pd.Series({0: 4, 1: 5}), groups=4, v_k="inconclusive", intra_mono=pd.Series([True, False]),
+                       sample=8, k_scan=[2, 3, 4, 5], nofed_rank=2, rows=12, k_sel="FeSEM(3)")  # fmt: skip
+    assert "seed 0 K = 4, seed 1 K = 5" in notes and "on 1 of 2 seeds" in notes and "1.6 clients per centre" in notes
+    scan = pd.DataFrame(
+        {"seed": [0, 0, 1, 1], "K": [2, 3, 2, 3], "val_mean_acc": [70, 72, 71, 73], "intra_distance": [2, 1, 2, 1]}
+    )
+    fig = scan_figure(scan)
+    assert len(fig.axes) == 2 and fig.get_size_inches()[0] <= 6.88
+    plt.close(fig)
+    acc = pd.Series({"FedAvg": 78.0, AVG_HS: 76.0, "FeSEM(3)": 79.0, "CFL": 84.0, "Local": 82.0})
+    rows = leads(acc, k_sel="FeSEM(3)", avg_hs=AVG_HS, init_steps=100, setting="FMNIST")
+    assert [r[0] for r in rows] == ["Tables 2/3 as compared there:", "Tables 2/3: FeSEM beats FedAvg — headline, at "
+                                    "matched head start", "Tables 2/3: FeSEM is the best method"]  # fmt: skip
+    assert rows[1][3] == "our reference scores 76.0 %, below plain FedAvg"
+    assert rows[2][3] == "above FeSEM(3) (79.0): CFL (84.0), Local (82.0)"
+
+
+def test_seed_plans_give_each_arm_the_seeds_its_claims_ask_for():
+    probes = {(a, s): {5: {"labels": lab}} for s in (0, 1, 2) for a, lab in (("F", [0, 0, 1, 1]), ("R", [0, 1, 0, 1]))}
+    vals = {("F", "pooled_acc"): {0: 80.0, 1: 82.0, 2: 78.0}, ("A", "pooled_acc"): {0: 79.0, 1: 80.5, 2: 78.2}}
+    res = fake_result(probes, vals)
+    res.paired = lambda a, b, m: res.values(a, m) - res.values(b, m)
+    plan, ari_plan, planned = seed_plans(res, ["F", "R", "A", "X"], [0, 1, 2], lambda s: np.array([0, 0, 1, 1]),
+                                         pairs={"headline": ("F", "A")}, fe_g="F", fr_hs="R", rounds=5, cap=10,
+                                         resolution=1.0, ari_margin=0.2, em_resolution=0.05)  # fmt: skip
+    assert list(plan.index) == ["headline"] and list(ari_plan.index) == [
+        "clusters are the groups",
+        "more than random clusters",
+    ]
+    assert planned["X"] == [0, 1, 2]  # in no claim: the pilot's seeds
+    assert len(planned["F"]) >= len(planned["A"]) >= 3 and planned["F"][:3] == [0, 1, 2]
+
+
+def test_head_start_comparisons_change_one_factor_each():
+    c = head_start_comparisons(fr="FR", fr_hs="FR+", k_em=4, avg_hs=AVG_HS)
+    assert len(c) == 6 and c["head start: fixed random clusters"] == ("FR+", "FR")
+    assert c["clustering: the paper's EM − fixed random clusters, with head start"] == ("FeSEM(4)", "FR+")
+
+
+def test_figure_5_rows_and_composition_prose():
+    fed = Federation.from_config(tiny_config(partition="groups", alpha=0.5, clients=8))
+    groups = true_groups(fed)
+    rows = cluster_rows(fed, [1, 0, 1, 1, 1, 0, 0, 1], groups, ["i", "r", "v", "t"], per=2)
+    assert [r[0].split(",")[0] for r in rows] == ["cluster 0", "cluster 0", "cluster 1", "cluster 1"]
+    assert rows[0][0] == f"cluster 0, client 1 ({'irvt'[groups[1]]})" and len(rows[0][1]) == 8
+    comp = pd.DataFrame({"i": [2, 0], "r": [0, 2]}, index=[0, 1])
+    text = composition_notes(comp, {0: 2, 1: 1}, seed=0, groups=4, fe_few="FeSEM(2)", ari=pd.Series({0: 1.0, 1: 0.5}),
+                             v_alike="reproduces")  # fmt: skip
+    assert text.startswith("Seed 0: cluster 0: 2×i, cluster 1: 2×r. Groups lying wholly in one FeSEM(2) cluster: ")
+    assert "seed 0 2 of 4, seed 1 1 of 4; ARI seed 0 1.00, seed 1 0.50" in text and text.endswith("**reproduces**.")
+
+
+def test_k_claim_reads_not_tested_without_the_number_of_groups_in_the_scan():
+    scans = {s: pd.DataFrame({"val_mean_acc": acc}, index=pd.Index([3, 4, 5], name="K"))
+             for s, acc in {0: [0.70, 0.75, 0.72], 1: [0.70, 0.76, 0.73], 2: [0.71, 0.77, 0.72]}.items()}  # fmt: skip
+    from pflkit.verdicts import seed_plan
+
+    plan = seed_plan({"K": list(k_margins(scans, 4))}, cap=10, pool=False, resolution=1.0)
+    row, v = k_claim(scans, plan, groups=4, k_scan=[3, 4, 5], resolution=1.0)
+    assert row["verdict"] == "reproduces" and v.mean == pytest.approx(3.67, abs=0.01)  # points over the best other K
+    row, v = k_claim(scans, None, groups=6, k_scan=[3, 4, 5], resolution=1.0)
+    assert row["verdict"] == "not tested" and row["ours (a − b, 95 % CI)"] == "K = 6 not in the scan [3, 4, 5]"
+
+
+def test_readings_and_head_start_claims():
+    em = pd.DataFrame({"ARI last": [0.5, 0.5, 0.5], "ARI round 0": [0.5, 0.5, 0.5], "moves": [0, 0, 0]},
+                      index=pd.MultiIndex.from_product([["own"], [0, 1, 2]]))  # fmt: skip
+    vals = {"own": {0: 60.0, 1: 61.0, 2: 62.0}, "centre": {0: 79.0, 1: 80.0, 2: 80.5}}
+    fake = SimpleNamespace(
+        budget=lambda *a: None, improving=lambda a: False, values=lambda a, m: pd.Series(vals[a]),
+        compare=lambda a, b, m, margin=None, resolution=None: verdict(
+            list(pd.Series(vals[a]) - pd.Series(vals[b])), resolution=resolution),
+        finals=lambda: pd.DataFrame([{"arm": a, "seed": s, "rounds": 60, "pooled_acc": v}
+                                     for a, d in vals.items() for s, v in d.items()]),
+    )  # fmt: skip
+    mech, acc = readings_claims(fake, em, own="own", centre="centre", fe_g="F", resolution=1.0, em_resolution=0.05)
+    assert (
+        mech["kind"] == "mechanism"
+        and mech["ours (a − b, 95 % CI)"] == "+0.00 on every seed: no client changed cluster"
+    )
+    assert acc["verdict"] == "contradicted" and acc["claim"].startswith("ours: with W_i persisting, F beats itself")
+    vals |= {"FeSEM(4)": {0: 80.0, 1: 81.0, 2: 82.0}, "FR+": {0: 79.0, 1: 79.0, 2: 80.5}, "FR": {0: 76.0, 1: 77.0, 2: 78.0},
+             "FeSEM(1)": {0: 75.0, 1: 76.0, 2: 76.0}, "FedAvg": {0: 77.0, 1: 78.0, 2: 78.0}}  # fmt: skip
+    em_row, hs_row, inter = head_start_claims(fake, None, fr="FR", fr_hs="FR+", k_em=4, resolution=1.0, margin=1.0)
+    assert hs_row["verdict"] == "reproduces" and "(K = 4)" in em_row["claim"]
+    assert inter.mean == pytest.approx(((3 + 2 + 2.5) - (-2 - 2 - 2)) / 3)  # random clusters' gain − one model's
+
+
+def test_initial_ari_budget_and_cost_lines():
+    probes = {("F", 0): {0: {"labels": [0, 0, 1, 1], "kmeans_last": [0, 1, 0, 1]}}}
+    t = initial_ari(fake_result(probes), "F", {0: [1, 1, 0, 0]}, [0])
+    assert (
+        t.loc[0, "whole model (FeSEM's Dist)"] == pytest.approx(1.0) and t.loc[0, "last layer (the authors' code)"] < 0
+    )
+    line = budget_line(pd.Series({"A": 1.234, "B": -0.4}), ["A", "B"], {"A": True, "B": False}.get)
+    assert line.endswith("A +1.2 points (still improving), B -0.4 points (levelled off).")
+    cost = cost_line(arms=16, seeds=3, rounds=60, pilot_arms=30, pilot_seeds=3, pilot_rounds=30, estimate_s=7200,
+                     recorded_h=1.234, full=False)  # fmt: skip
+    assert (
+        "This page runs 138 runs: 16 arms × 3 seeds of 60 rounds" in cost and "estimate 2.00 CPU-hours (at the" in cost
+    )
+    assert cost.endswith("recorded 1.23 CPU-hours of their own.")

@@ -103,13 +103,17 @@ def assignment_margins(points_w: torch.Tensor, points_c: torch.Tensor) -> np.nda
 
 
 def m_step(states, assignment, centers, weights=None) -> list:
-    """W̃^(k) = Σ_i r_i^(k) w_i W_i / Σ_i r_i^(k) w_i (eq. 9 with w_i = 1; w_i = n_i if given);
-    a centre without clients keeps its weights."""
+    """W̃^(k) = Σ_i r_i^(k) w_i W_i / Σ_i r_i^(k) w_i: eq. 9 with w_i = 1
+    (w_i = n_i if given); a centre without clients keeps its weights."""
     weights = [1.0] * len(states) if weights is None else weights
     new = []
     for k, old in enumerate(centers):
         members = [i for i, a in enumerate(assignment) if a == k]
-        new.append(weighted_average([states[i] for i in members], [weights[i] for i in members]) if members else old)
+        if not members:
+            new.append(old)
+            continue
+        w = [weights[i] for i in members]
+        new.append(weighted_average([states[i] for i in members], w))
     return new
 
 
@@ -199,12 +203,17 @@ class FeSEMServer(Server):
             return
         ids = sorted(uploads)
         for cid in ids:
-            self.local[cid], self.n[cid] = uploads[cid]["weights"], float(uploads[cid]["n"])
+            self.local[cid] = uploads[cid]["weights"]
+            self.n[cid] = float(uploads[cid]["n"])
         states = [self.local[i] for i in ids]
-        if self.opt["em"] == "paper":  # E-step (eq. 8), for this round's clients
-            self.assignment[ids] = e_step(points(states, self.keys), points(self.centers, self.keys))
-        weights = [self.n[i] for i in ids] if self.opt["size_weighted"] else None
-        self.centers = m_step(states, self.assignment[ids], self.centers, weights)  # M-step (eq. 9)
+        if self.opt["em"] == "paper":  # E-step (eq. 8), this round's clients
+            w, c = points(states, self.keys), points(self.centers, self.keys)
+            self.assignment[ids] = e_step(w, c)
+        weights = None  # eq. 9: a plain mean; FedAvg's n_i if size_weighted
+        if self.opt["size_weighted"]:
+            weights = [self.n[i] for i in ids]
+        r = self.assignment[ids]  # M-step (eq. 9):
+        self.centers = m_step(states, r, self.centers, weights)
 
     def margins(self) -> np.ndarray:
         """:func:`assignment_margins` of the clients' latest local models against the centres."""
