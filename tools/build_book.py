@@ -99,7 +99,7 @@ def mark_not_computed(path: Path) -> str | None:
     return message
 
 
-GLUE_REF = re.compile(r"\{glue(?::\w+)?\}`?\s*([\w-]+)")
+GLUE_REF = re.compile(r"\{glue(?::\w*)?\}`?\s*([\w-]+)")
 
 
 def glue_placeholders(nb) -> None:
