@@ -301,3 +301,71 @@ def test_paper_and_own_split_the_claims_table():
     paper_rows, own_rows = paper_and_own(table, rows)
     assert [is_own(r) for r in rows] == [False, True]
     assert list(paper_rows.index) == ["Table II: FedMN beats FedEM"] and list(own_rows.index) == [rows[1]["claim"]]
+
+
+class _Result:
+    """A sweep result as the chapter's functions read it: records, probes, seeds, arms."""
+
+    def __init__(self, probes: dict, rounds: int):
+        self._probes, self.rounds = probes, rounds
+        self.records = {k: {"config": {"rounds": rounds}} for k in probes}
+        self.seeds = sorted({s for _, s in probes})
+        self.arms = list(dict.fromkeys(a for a, _ in probes))
+
+    def probes(self, arm, seed):
+        return self._probes.get((arm, seed), {})
+
+    def __getitem__(self, key):
+        return self.records[key]
+
+
+def test_routing_table_and_ari_table_read_each_seeds_last_probe():
+    from pflkit.chapters.fedmn import ari_table, routing_table
+
+    apart = {"paths": [[0.9, 0.1], [0.8, 0.2], [0.1, 0.9], [0.2, 0.8]], "active": [[1, 1]] * 4, "pi": [[0.5, 0.5]] * 4,
+             "swap": [[0.8, 0.7]] * 4}  # fmt: skip
+    same = {**apart, "paths": [[0.5, 0.5]] * 4, "swap": [[0.8, 0.8]] * 4}
+    result = _Result({("A", 0): {3: apart}, ("A", 1): {3: same}, ("B", 0): {3: same}}, rounds=3)
+    groups = {0: [0, 0, 1, 1], 1: [0, 0, 1, 1]}
+    table = routing_table(result, "A", [0, 1], groups, 2, 3)
+    assert list(table.index) == [0, 1] and table.loc[0, "swap test (points)"] == 10.0
+    assert table.loc[0, "ARI (path weights vs label cluster)"] == 1.0
+    assert np.isnan(table.loc[1, "ARI (path weights vs label cluster)"])
+    ari = ari_table(result, ("A", "B"), groups, 2, 3)
+    assert list(ari.index) == [0] and ari.loc[0, "A"] == 1.0 and np.isnan(ari.loc[0, "B"])  # seed 1: B did not run
+
+
+def test_router_changes_put_the_tuned_arm_first():
+    from pflkit.chapters.fedmn import router_changes
+
+    def probe(gap, sd, last=False):
+        p = {"gap": gap, "label_share": 0.2, "g_sd": sd}
+        return p | ({"active": [[1, 1], [1, 0]], "swap": [[0.5, 0.5]] * 2} if last else {})
+
+    result = _Result({("B", 0): {2: probe(0.5, 1.0), 4: probe(0.3, 0.5, True)},
+                      ("A", 0): {2: probe(0.6, 2.0), 4: probe(0.06, 0.2, True)}}, rounds=4)  # fmt: skip
+    table, first, last = router_changes(result, "A", 4)
+    assert list(table.index) == [("tuned", 0), ("network's", 0)]
+    assert table.loc[("tuned", 0), "cluster gap"] == "0.600 → 0.060" and table.loc[("tuned", 0), "architectures"] == 2
+    assert first.loc[("B", 0), "round"] == 2 and last.loc[("A", 0), "g_sd"] == 0.2
+
+
+def test_fig2_points_name_method_blocks_and_parameters():
+    from pflkit.chapters.fedmn import fig2_points
+
+    fin = pd.DataFrame({"arm": ["FedAvg, 8-layer MLP", "FedMN [1×4×3]", "FedMN [1×4×3], no routing"],
+                        "MB_up": [4.0, 2.0, 1.0], "MB_down": [4.0, 2.0, 3.0], "mean_acc": [70.0, 80.0, 79.0]})  # fmt: skip
+    out = fig2_points(fin, {8: "FedAvg, 8-layer MLP"}, {8: "FedMN [1×4×3], no routing"}, {8: ["FedMN [1×4×3]"]})
+    assert list(out["method"]) == ["FedAvg", "FedMN", "FedMN, no routing"]
+    assert list(out["blocks"]) == [8, 8, 8] and list(out["parameters transmitted (M)"]) == [2.0, 1.0, 1.0]
+    assert "method" not in fin  # the input is left alone
+
+
+def test_model_sizes_and_whole_ratio_count_parameters():
+    from pflkit.chapters.fedmn import model_sizes, whole_ratio
+
+    cfg = tiny_config(method="fedmn", model="mlp2x16", options={"hidden": 16, "label_dim": 4, "arch": "1,2,2"})
+    sizes = model_sizes(cfg)
+    assert 0 < sizes["router"] < sizes["FedMN"] and sizes["model"] > 0
+    ratio = whole_ratio([cfg], ["mlp2x16"], 10, 0.0)  # no pretraining: every round sends encoders, router, blocks
+    assert ratio == pytest.approx(sizes["FedMN"] / sizes["model"])

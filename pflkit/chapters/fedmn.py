@@ -563,3 +563,86 @@ def paper_and_own(table: pd.DataFrame, rows: list[dict]) -> tuple[pd.DataFrame, 
     own = {r["claim"] for r in rows if is_own(r)}
     mine = table.index.isin(own)
     return table[~mine], table[mine]
+
+
+def routing_table(result, arm: str, seeds, groups: dict, k: int, rounds: int) -> pd.DataFrame:
+    """Per seed of ``arm``: :func:`routing_row` from its routing probe after its last round, the
+    clients' groups ``groups[seed]`` and its swap test (:func:`swap_gain` at ``rounds``)."""
+    swap = swap_gain(result, arm, rounds)
+    rows = []
+    for s in seeds:
+        probe = result.probes(arm, s).get(result[arm, s]["config"]["rounds"])
+        rows.append({"seed": s, **routing_row(probe, groups[s], k, float(swap.get(s, np.nan)))})
+    return pd.DataFrame(rows).set_index("seed")
+
+
+def router_changes(result, tuned: str, rounds: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The router's change from the switch to the last round, per arm and seed (the arm ``tuned`` first,
+    then by seed): :func:`change_row` of each run, and :func:`router_trace`'s rows at both ends (indexed
+    by arm and seed)."""
+    trace = pd.concat([router_trace(result, a).assign(arm=a) for a in result.arms], ignore_index=True)
+    ends = trace.sort_values("round").groupby(["arm", "seed"], sort=False)
+    first, last = ends.first(), ends.last()
+    rows = []
+    for (a, s), f in sorted(first.iterrows(), key=lambda t: (t[0][0] != tuned, t[0][1])):
+        active = result.probes(a, s).get(rounds)["active"]
+        swap = float(swap_gain(result, a, rounds).get(s, np.nan))
+        rows.append({"router step": "tuned" if a == tuned else "network's", "seed": s,
+                     **change_row(f, last.loc[(a, s)], len({tuple(r) for r in active}), swap)})  # fmt: skip
+    return pd.DataFrame(rows).set_index(["router step", "seed"]), first, last
+
+
+def ari_table(result, arms, groups: dict, k: int, rounds: int) -> pd.DataFrame:
+    """Per seed that every one of ``arms`` ran: the ARI of each arm's path weights after ``rounds``
+    against the clients' groups ``groups[seed]`` (:func:`decision_ari`; NaN without a probe)."""
+    seeds = [s for s in result.seeds if all((a, s) in result.records for a in arms)]
+
+    def ari(a, s):
+        p = result.probes(a, s).get(rounds)
+        return decision_ari(p["paths"], groups[s], k) if p else float("nan")
+
+    return pd.DataFrame({a: {s: ari(a, s) for s in seeds} for a in arms}).rename_axis("seed")
+
+
+def fig2_points(fin: pd.DataFrame, fedavg: dict, flat: dict, mn_of: dict) -> pd.DataFrame:
+    """Figure 2's points from the runs' finals (``fin``: arm, seed, mean_acc, MB_up, MB_down): per arm its
+    method, block count, parameters transmitted (both directions, float32: bytes / 4, in M) and mean
+    accuracy, means over its seeds.  ``fedavg``, ``flat``: block count → arm; ``mn_of``: block count →
+    FedMN's arms."""
+    fin = fin.assign(**{"parameters transmitted (M)": (fin["MB_up"] + fin["MB_down"]) / 4})
+    blocks = {**{n: b for b, n in fedavg.items()}, **{n: b for b, n in flat.items()},
+              **{a: b for b, arms in mn_of.items() for a in arms}}  # fmt: skip
+    fin["blocks"] = fin.arm.map(blocks)
+    fin["method"] = np.select([fin.arm.str.endswith("no routing"), fin.arm.str.startswith("FedMN")],
+                              ["FedMN, no routing", "FedMN"], "FedAvg")  # fmt: skip
+    return fin
+
+
+def model_sizes(cfg) -> dict:
+    """The parameters of FedMN's network for ``cfg`` (encoders, blocks and router; the pretraining
+    heads apart), of its router, and of the baselines' model (:func:`modular_net`)."""
+    net = modular_net(cfg)
+    return {
+        "FedMN": sum(p.numel() for n, p in net.named_parameters() if not n.startswith("pre_heads")),
+        "router": sum(p.numel() for p in net.router.parameters()),
+        "model": sum(p.numel() for p in build_model(cfg.model, (1, 28, 28), 10).parameters()),
+    }
+
+
+def whole_ratio(cfgs: list, mlps: list, rounds: int, pretrain_fraction: float) -> float:
+    """From the sizes alone (no run): the parameters FedMN's architectures (``cfgs``) would move each
+    way over ``rounds`` with every block active (pretraining rounds: the encoders and their heads;
+    routing rounds: encoders, router and blocks), mean over the architectures, against the mean of the
+    FedAvg MLPs ``mlps`` (model names) sent whole every round: the same ratio of means as the runs'."""
+
+    def all_blocks(cfg):
+        net = modular_net(cfg)
+        size = {part: sum(p.numel() for n, p in net.named_parameters() if n.startswith(part))
+                for part in ("encoders", "pre_heads", "blocks", "router")}  # fmt: skip
+        k = int(pretrain_fraction * rounds)
+        return k * (size["encoders"] + size["pre_heads"]) + (rounds - k) * (
+            size["encoders"] + size["router"] + size["blocks"]
+        )
+
+    mlp = [rounds * sum(p.numel() for p in build_model(m, (1, 28, 28), 10).parameters()) for m in mlps]
+    return float(np.mean([all_blocks(c) for c in cfgs]) / np.mean(mlp))
