@@ -369,3 +369,47 @@ def test_model_sizes_and_whole_ratio_count_parameters():
     assert 0 < sizes["router"] < sizes["FedMN"] and sizes["model"] > 0
     ratio = whole_ratio([cfg], ["mlp2x16"], 10, 0.0)  # no pretraining: every round sends encoders, router, blocks
     assert ratio == pytest.approx(sizes["FedMN"] / sizes["model"])
+
+
+class _Compared:
+    """A sweep result as :func:`pflkit.verdicts.claim` reads it: each pair's per-seed differences."""
+
+    def __init__(self, diffs: dict, improving=()):
+        self.diffs, self._improving = diffs, set(improving)
+
+    def compare(self, a, b, metric, margin, resolution):
+        from pflkit.experiments import verdict
+
+        return verdict(self.diffs[a, b], margin=margin, resolution=resolution, budget=self.improving(a))
+
+    def improving(self, arm):
+        return arm in self._improving
+
+    def finals(self):
+        arms = sorted({x for pair in self.diffs for x in pair})
+        return pd.DataFrame({"arm": arms, "rounds": 60, "gain_last_fifth": 0.1})
+
+
+def test_table2_claims_put_the_mechanism_first_and_the_papers_margins_beside():
+    from pflkit.chapters.fedmn import table2_claims
+
+    diffs = {("FedMN", "flat"): [0.1, -0.2, 0.3], ("FedMN", "FedEM"): [-2.0, -3.0, -2.5],
+             ("FedEM", "FedAvg + FT"): [2.0, 3.0, 2.5], ("FedAvg + FT", "FedAvg"): [1.0, 1.5, 1.2]}  # fmt: skip
+    pub = pd.DataFrame({"CIFAR10": [80.0, 79.0, 81.0, 78.0]}, index=["FedMN", "FedEM", "FedAvg+", "FedAvg"])
+    rows = table2_claims(_Compared(diffs), pub, {"FedAvg + FT": "FedAvg+"}, "FedEM", "FedAvg + FT", [0.0, 0.0, 0.0],
+                         flat="flat")  # fmt: skip
+    assert [r["claim"].split(":")[0] for r in rows] == ["Table II", "ours", "Table II", "Table II", "Table II"]
+    assert rows[0]["kind"] == "mechanism" and rows[0]["verdict"] == "no difference"
+    assert rows[2]["paper"] == "vs FedEM: CIFAR10 +1.0" and rows[2]["verdict"] == "contradicted"
+    assert rows[3]["paper"] == "CIFAR10 -2.0" and rows[4]["paper"] == "CIFAR10 +3.0"
+    assert rows[4]["verdict"] == "reproduces" and rows[1]["verdict"] == "no difference"
+
+
+def test_concept_claims_end_with_the_mechanism_and_the_ari():
+    from pflkit.chapters.fedmn import concept_claims
+
+    diffs = {("FedMN", b): [-40.0, -41.0, -42.0] for b in ("FedEM", "FedAvg", "Local", "flat")}
+    rows = concept_claims(_Compared(diffs), [0.0, 0.0, 0.0], [0.9, 0.8, 1.0], flat="flat")
+    assert len(rows) == 6 and all(r["claim"].startswith("beyond the paper: under concept shift") for r in rows[:4])
+    assert rows[0]["verdict"] == "contradicted" and rows[4]["claim"].startswith("Concept shift: mechanism")
+    assert rows[5]["verdict"] == "reproduces" and rows[5]["ours (a − b, 95 % CI)"].endswith("(3 seeds)")
