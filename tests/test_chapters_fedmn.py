@@ -385,6 +385,9 @@ class _Compared:
     def improving(self, arm):
         return arm in self._improving
 
+    def budget(self, *arms):
+        return any(self.improving(a) for a in arms)
+
     def finals(self):
         arms = sorted({x for pair in self.diffs for x in pair})
         return pd.DataFrame({"arm": arms, "rounds": 60, "gain_last_fifth": 0.1})
@@ -413,3 +416,50 @@ def test_concept_claims_end_with_the_mechanism_and_the_ari():
     assert len(rows) == 6 and all(r["claim"].startswith("beyond the paper: under concept shift") for r in rows[:4])
     assert rows[0]["verdict"] == "contradicted" and rows[4]["claim"].startswith("Concept shift: mechanism")
     assert rows[5]["verdict"] == "reproduces" and rows[5]["ours (a − b, 95 % CI)"].endswith("(3 seeds)")
+
+
+def test_fig2_claims_one_per_block_count_then_routing_and_bytes():
+    from pflkit.chapters.fedmn import fig2_claims
+
+    diffs = {"8 blocks": pd.Series([9.0, 10.0, 11.0]), "9 blocks": pd.Series([-0.1, 0.1, 0.0]),
+             "routing": pd.Series([0.5, 0.6, 0.7])}  # fmt: skip
+    mn_of = {8: ["FedMN [1×4×3]", "FedMN [1×3×4]"], 9: ["FedMN [1×4×4]"]}
+    rows = fig2_claims(_Compared({}), diffs, mn_of, {"8 blocks": [], "9 blocks": []}, {8: "a", 9: "b"},
+                       pd.Series([0.8, 0.85, 0.9]), rounds=20, routing="routing")  # fmt: skip
+    assert rows[0]["claim"] == (
+        "Figure 2, 8 blocks: FedMN (mean of its 2 architectures) is more accurate than an 8-layer FedAvg MLP at round 20"
+    )
+    assert "than a 9-layer" in rows[1]["claim"] and rows[1]["verdict"] == "no difference"
+    assert rows[0]["verdict"] == "reproduces" and rows[2]["claim"].startswith("ours, Figure 2: routing")
+    assert rows[3]["verdict"] == "reproduces" and "(−log ratio)" in rows[3]["ours (a − b, 95 % CI)"]
+
+
+def test_routing_claims_note_the_spread_and_the_inert_mechanism():
+    from pflkit.chapters.fedmn import routing_claims, step_row, step_table
+    from pflkit.experiments import mechanism, verdict
+
+    mech = mechanism("swap", verdict([0.0, 0.0, 0.0], resolution=1.0), control="another client's decision")
+    probe = {"active": [[1, 1], [1, 1]], "pi": [[0.2, 0.5], [0.201, 0.5]]}
+    step = step_table([step_row(probe, 80.0, True), step_row(probe, 80.0, False)], formatted=False)
+    ari, spread_row = routing_claims([0.5, 0.6, 0.7], 0.0026, mech, [-0.002, -0.0021, -0.0019], step)
+    assert ari["verdict"] == "reproduces" and ari["ours (a − b, 95 % CI)"].startswith("+0.60 ARI")
+    assert "differ by 0.0026 on average" in ari["notes"] and "mechanism inert" in ari["notes"]
+    assert spread_row["kind"] == "mechanism" and spread_row["verdict"] == "contradicted"
+    assert "once a round leaves Π between 0.20 and 0.50" in spread_row["notes"]
+
+
+def test_oracle_and_departure_claims():
+    from pflkit.chapters.fedmn import departure_claims, oracle_claims
+    from pflkit.experiments import mechanism, verdict
+
+    oracle = pd.DataFrame({"own cluster's": [80.0, 81.0, 82.0], "partner cluster's": [77.0, 78.0, 78.5],
+                           "best common": [79.8, 80.9, 82.1]})  # fmt: skip
+    swap, gain, rate = oracle_claims(oracle, [0.0, 0.01, -0.01])
+    assert swap["verdict"] == "reproduces" and gain["verdict"] == "no difference" and rate["verdict"] == "reproduces"
+    assert rate["claim"].endswith("(swap test within ±1 point)")
+    diffs = {("paper", "FedMN, softmax decisions"): [1.0, 1.5, 1.2]}
+    ari = pd.DataFrame({"paper": [0.5, 0.6, 0.4], "frozen": [0.6, 0.7, 0.5]})
+    mech = mechanism("swap", verdict([0.0, 0.0, 0.0]), control="another client's decision")
+    rows = departure_claims(_Compared(diffs), ["softmax decisions"], ari, mech, paper_arm="paper", frozen="frozen")
+    assert rows[0]["claim"] == "ours: the paper's FedMN − softmax decisions (both at the paper arm's tuned rate)"
+    assert rows[0]["verdict"] == "reproduces" and rows[1]["verdict"] == "contradicted"

@@ -711,3 +711,89 @@ def concept_claims(result, swap, aris, *, flat: str, plan=None, resolution: floa
     ari = claim_row(text + "FedMN's decisions follow the groups (ARI − 0)", v, paper=why, ours=clipped_interval(v),
                     mechanism=mech)  # fmt: skip
     return [*rows, mech, ari]
+
+
+def fig2_claims(result, diffs: dict, mn_of: dict, claim_arms: dict, flat: dict, ratio, *, rounds: int, routing: str,
+                plan=None, resolution: float = 1.0) -> list[dict]:  # fmt: skip
+    """Figure 2's claims: per block count b, FedMN (the mean of its arrangements ``mn_of[b]``) against the
+    FedAvg MLP of as many layers (``diffs[f"{b} blocks"]``, per seed; its arms ``claim_arms``), routing
+    against every path on (``diffs[routing]``; the arms ``flat``), and the parameters transmitted
+    (``ratio``: per seed, FedMN's over FedAvg's; judged as −log ratio, above 0 when FedMN sends fewer)."""
+    from ..experiments import claim_row, verdict
+
+    rows = []
+    for b in mn_of:
+        article = "an" if str(b)[0] == "8" or b in (11, 18) else "a"
+        v = verdict(diffs[f"{b} blocks"], resolution=resolution, budget=result.budget(*claim_arms[f"{b} blocks"]))
+        rows.append(claim_row(f"Figure 2, {b} blocks: FedMN (mean of its {len(mn_of[b])} architectures) is more accurate "
+                              f"than {article} {b}-layer FedAvg MLP at round {rounds}", v, paper="higher accuracy",
+                              plan=plan, plan_name=f"{b} blocks"))  # fmt: skip
+    v = verdict(diffs[routing], resolution=resolution, budget=result.budget(*flat.values()))
+    rows.append(claim_row("ours, Figure 2: routing beats every path on (each block count's first arrangement − the same "
+                          "network without routing, mean over the block counts)", v, paper="not measured", plan=plan,
+                          plan_name=routing))  # fmt: skip
+    rows.append(claim_row("Figure 2: FedMN transmits fewer parameters than FedAvg (−log of FedMN / FedAvg)",
+                          verdict(-np.log(ratio), unit="(−log ratio)"), paper="much less", digits=2))  # fmt: skip
+    return rows
+
+
+def routing_claims(ari, spread: float, mech: dict, spread_diffs, step: pd.DataFrame, budget=False) -> list[dict]:
+    """The routing section's claims: whether clients of a label cluster get similar path weights (``ari``:
+    per seed; ``spread``: Π's mean spread over clients; flagged by the swap test ``mech``), and whether a
+    router trained every batch spreads Π more than one step a round (``spread_diffs``: per seed; ``step``:
+    :func:`step_table` unformatted)."""
+    from ..experiments import claim_row, flagged, mechanism, verdict
+    from ..verdicts import INERT
+
+    v = verdict(ari, unit="ARI", budget=budget)
+    override = "it carries the flag mechanism inert because the swap test finds the clients' decisions interchangeable"
+    notes = [f"the clients' path probabilities differ by {spread:.4f} on average (spread over clients, per path)"]
+    row_ari = claim_row("ours: clients of a label cluster get similar path weights (ARI of the clustered path weights "
+                        "vs their clusters − 0)", v, paper="personalised architectures per joint distribution "
+                        "(not shown)", ours=clipped_interval(v), mechanism=mech,
+                        note="; ".join(notes + ([override] if flagged(mech, INERT) else [])))  # fmt: skip
+    top, once = step["Π's spread over clients"].max(), step.loc["once a round"]
+    note = (f"neither reading personalises: Π's spread over clients is at most {top:.3f} on a 0 to 1 scale, and once a "
+            f"round leaves Π between {once['Π lowest']:.2f} and {once['Π highest']:.2f}") if top < 0.01 else ""  # fmt: skip
+    row_step = mechanism("Table II: mechanism: a router trained every batch spreads Π over the clients more than one step "
+                         "a round", verdict(list(spread_diffs), unit="(Π spread)"),
+                         paper="the router trains in the local steps (Algorithm 1, l. 19)",
+                         control="one router step a round", digits=3, note=note)  # fmt: skip
+    return [row_ari, row_step]
+
+
+def oracle_claims(oracle: pd.DataFrame, rate_swap, resolution: float = 1.0) -> list[dict]:
+    """The oracle's two claims on the trained network (``oracle``: :func:`oracle_table`), a client's own
+    cluster's fitted decision against its partner cluster's and against the best common one, and the
+    swap test with the router at the network's step size (``rate_swap``: per seed, points), judged
+    within ± ``resolution``."""
+    from ..experiments import claim_row, verdict
+
+    own = oracle["own cluster's"]
+    return [
+        claim_row("ours: on the trained network, a client scores higher with its own cluster's fitted decision than "
+                  "with its partner cluster's (the oracle, points)", verdict(own - oracle["partner cluster's"],
+                  resolution=resolution), paper="not measured"),
+        claim_row("ours: on the trained network, a cluster's fitted decision beats the best common one (the oracle, "
+                  "points)", verdict(own - oracle["best common"], resolution=resolution), paper="not measured"),
+        claim_row(f"ours: at the network's step size the router's decisions stay interchangeable (swap test within "
+                  f"±{resolution:g} point)", verdict(list(rate_swap), margin=resolution), paper="not measured"),
+    ]  # fmt: skip
+
+
+def departure_claims(result, options, ari: pd.DataFrame, mech: dict, *, paper_arm: str, frozen: str, plan=None,
+                     resolution: float = 1.0) -> list[dict]:  # fmt: skip
+    """The departures' claims: the paper's FedMN (arm ``paper_arm``) against each departure of the authors'
+    code (``options``: their names; arm "FedMN, <name>"), and the routing claim against its control, the
+    ARI with the router trained minus frozen at its initialisation (``ari``: per seed, a column per arm;
+    flagged by the swap test ``mech``)."""
+    from ..experiments import claim, claim_row, verdict
+
+    rows = [claim(f"ours: the paper's FedMN − {n} (both at the paper arm's tuned rate)", result, paper_arm,
+                  f"FedMN, {n}", paper="not measured", resolution=resolution, plan=plan, plan_name=n)
+            for n in options]  # fmt: skip
+    v = verdict(ari[paper_arm] - ari[frozen], unit="ARI", budget=result.budget(paper_arm, frozen))
+    rows.append(claim_row("ours: training the router makes clients of a label cluster share decisions (ARI, trained "
+                          "router − router frozen at its initialisation)", v, paper="routing per joint distribution",
+                          digits=2, mechanism=mech))  # fmt: skip
+    return rows
