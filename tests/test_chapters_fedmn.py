@@ -463,3 +463,14 @@ def test_oracle_and_departure_claims():
     rows = departure_claims(_Compared(diffs), ["softmax decisions"], ari, mech, paper_arm="paper", frozen="frozen")
     assert rows[0]["claim"] == "ours: the paper's FedMN − softmax decisions (both at the paper arm's tuned rate)"
     assert rows[0]["verdict"] == "reproduces" and rows[1]["verdict"] == "contradicted"
+
+
+def test_setup_rows_state_the_parameters_beside_the_paper():
+    from pflkit.chapters.fedmn import setup_rows
+
+    v = {"TRAIN_IMAGES": 12000, "TEST_IMAGES": 4000, "LABEL_CLUSTERS": 3, "ALPHA": 0.4, "CLIENTS": 20, "ARCH": "3,3,3",
+         "HIDDEN": 256, "ROUNDS": 60, "MOMENTUM": 0.9, "PRETRAIN_FRACTION": 0.2, "PILOT_ROUNDS": 20, "SEEDS": [0, 1, 2]}  # fmt: skip
+    rows = dict((what, (ours, paper)) for what, ours, paper in setup_rows(v))
+    assert rows["Data"][0] == "Fashion-MNIST, 12,000 training and 4,000 test images"
+    assert rows["Model"][0].startswith("LeNet; FedMN [3×3×3]") and "the first 20% pretrain" in rows["Training"][0]
+    assert rows["Seeds"] == ("seeds 0, 1 and 2 to start, more where a claim's plan asks", "")

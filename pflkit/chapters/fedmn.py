@@ -797,3 +797,24 @@ def departure_claims(result, options, ari: pd.DataFrame, mech: dict, *, paper_ar
                           "router − router frozen at its initialisation)", v, paper="routing per joint distribution",
                           digits=2, mechanism=mech))  # fmt: skip
     return rows
+
+
+def setup_rows(v: dict) -> list[tuple[str, str, str]]:
+    """The setup card's rows (what, ours, the paper's) from the chapter's parameters ``v`` (TRAIN_IMAGES,
+    TEST_IMAGES, LABEL_CLUSTERS, ALPHA, CLIENTS, ARCH, HIDDEN, ROUNDS, MOMENTUM, PRETRAIN_FRACTION,
+    PILOT_ROUNDS, SEEDS)."""
+    arch = v["ARCH"].replace(",", "×")
+    return [
+        ("Data", f"Fashion-MNIST, {v['TRAIN_IMAGES']:,} training and {v['TEST_IMAGES']:,} test images",
+         "CIFAR-10/100, EMNIST, FEMNIST"),
+        ("Split", f"FedEM's label clusters: {v['LABEL_CLUSTERS']} groups of classes, Dir({v['ALPHA']}) over the "
+         "clients", "the same"),
+        ("Clients", f"{v['CLIENTS']}, every one in every round", "80 (CIFAR-10), every one in every round"),
+        ("Model", f"LeNet; FedMN [{arch}]: LeNet bodies as encoders, blocks of {v['HIDDEN']} units",
+         "MobileNet-v2 or a 2-layer CNN; [3×3×3] on EMNIST"),
+        ("Training", f"{v['ROUNDS']} rounds of one local epoch, SGD (momentum {v['MOMENTUM']}), the first "
+         f"{v['PRETRAIN_FRACTION']:.0%} pretrain FedMN's encoders", "150 rounds of one local epoch, SGD"),
+        ("Tuning", f"learning rate per method on validation, a {v['PILOT_ROUNDS']}-round pilot; FedMN's router step "
+         "too", "a learning-rate grid"),
+        ("Seeds", f"{seeds_text(v['SEEDS'])} to start, more where a claim's plan asks", ""),
+    ]  # fmt: skip
