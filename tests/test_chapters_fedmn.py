@@ -125,3 +125,352 @@ def test_router_probe_adds_the_routers_input_every_routing_round_and_the_oracle_
     ]
     table = oracle_table(result, "FedMN")
     assert table.shape == (1, 4) and 0 <= table.values.min() and table.values.max() <= 100
+
+
+# ----------------------------------------------------------------------------- the page's words and tables
+
+
+def test_grid_note_names_the_papers_values_and_those_above():
+    from pflkit.chapters.fedmn import grid_note
+
+    paper = [1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2]
+    assert grid_note(paper, paper) == "the paper's grid"
+    assert grid_note([0.02, 0.05, 0.1], paper) == "0.02 and 0.05 of the paper's grid and 0.1 above it"
+    assert grid_note([0.02, 0.05], paper) == "0.02 and 0.05 of the paper's grid"
+
+
+def test_split_text_reads_clusters_sizes_and_the_papers_table():
+    from pflkit.chapters.fedmn import split_text
+
+    datasets = pd.DataFrame({"num_clients": [80.0], "num_samples": [60000.0]}, index=["CIFAR10"])
+    text = split_text([[0, 1], [2]], ["T-shirt/top", "Trouser", "Bag"], [100, 300, 200],
+                      np.array([[0.9, 0.1], [0.5, 0.5], [0.2, 0.8]]), datasets, seed=0)  # fmt: skip
+    assert "0: T-shirt, Trouser; 1: Bag" in text
+    assert "CIFAR10 80 clients, 60,000 samples (750 per client)" in text
+    assert "median 200 (min 100, max 300)" in text and "holds 73 % of its images" in text
+
+
+def test_router_lr_text_names_the_grown_values_and_the_ratio():
+    from pflkit.chapters.fedmn import router_lr_text
+
+    text = router_lr_text([1.0, 0.01, 0.1, 10.0], [0.01, 0.1, 1.0], 10.0, True, 0.05)
+    assert text.startswith("The router's step size was tried at 0.01, 0.1, 1 and 10 (the edge rule added 10)")
+    assert "10 was kept, still at the grid's edge, 200× FedMN's learning rate of 0.05." in text
+    assert "edge rule" not in router_lr_text([0.01, 0.1], [0.01, 0.1], 0.1, False, 0.1)
+
+
+def test_with_paper_adds_a_column_per_dataset_under_the_papers_names():
+    from pflkit.chapters.fedmn import with_paper
+
+    ours = pd.DataFrame({"acc": [80.0, 81.0, 82.0]}, index=["FedAvg + FT", "FedMN", "FedMN, no routing"])
+    pub = pd.DataFrame({"CIFAR10": [82.3, 83.4]}, index=["FedAvg+", "FedMN"])
+    out = with_paper(ours, pub, {"FedAvg + FT": "FedAvg+"})
+    assert list(out.columns) == ["acc", "paper CIFAR10"]
+    assert out["paper CIFAR10"].tolist()[:2] == [82.3, 83.4] and np.isnan(out["paper CIFAR10"].iloc[2])
+    assert list(ours.columns) == ["acc"]  # the input is left alone
+
+
+def test_best_round_text_names_the_seeds_in_pretraining():
+    from pflkit.chapters.fedmn import best_round_text
+
+    assert best_round_text({0: 60, 1: 54}, 12).endswith("seed 0 round 60, seed 1 round 54 (all in the routing rounds).")
+    assert "on seed 1 it falls in the encoders' pretraining" in best_round_text({0: 60, 1: 12}, 12)
+
+
+def test_bytes_text_sets_fedmn_against_fedavg_fedem_and_no_routing():
+    from pflkit.chapters.fedmn import bytes_text
+
+    up = pd.Series({"FedMN": 300.0, "FedAvg": 100.0, "FedEM": 150.0, "flat": 250.0})
+    text = bytes_text(up, 1.0, 1000, 48, 20, "flat")
+    assert "3.0× FedAvg's bytes and 2.0× FedEM's, and 1.20× those" in text
+    assert "saves nothing here" in text and "50 MB each way" in text
+    assert "(1,000 parameters, 4 MB each way over the 48 routing rounds of 20 clients)" in text
+    assert "use 50% of the blocks" in bytes_text(up, 0.5, 1000, 48, 20, "flat")
+
+
+def test_sizes_text_orders_the_arms_and_says_who_ran_more_seeds():
+    from pflkit.chapters.fedmn import sizes_text
+
+    means = pd.Series({"FedEM": 89.2, "FedMN": 87.0})
+    text = sizes_text(means, [0, 1, 2], ["FedEM"], 5, 1000, 3, 200)
+    assert text.startswith("Mean over seeds 0, 1 and 2, the seeds every arm ran: FedEM (89.2) > FedMN (87.0).")
+    assert "FedEM ran 5 seeds" in text and "FedEM's 3 components 600, every other method's LeNet 200" in text
+    assert "ran 5 seeds" not in sizes_text(means, [0, 1, 2], [], 0, 1000, 3, 200)
+
+
+def test_routing_row_and_text_read_the_probe():
+    from pflkit.chapters.fedmn import routing_row, routing_text
+
+    probe = {"paths": [[0.9, 0.1], [0.8, 0.2], [0.1, 0.9], [0.2, 0.8]], "active": [[1, 1], [1, 1], [1, 0], [1, 0]],
+             "pi": [[0.5, 0.4], [0.5, 0.4], [0.5, 0.6], [0.5, 0.6]]}  # fmt: skip
+    row = routing_row(probe, [0, 0, 1, 1], 2, 0.04)
+    assert row["distinct architectures"] == 2 and row["blocks in use (share)"] == 0.75
+    assert row["Π over the paths"] == "0.400 to 0.600" and row["Π's spread over clients"] == 0.05
+    assert row["swap test (points)"] == 0.0 and row["ARI (path weights vs label cluster)"] == 1.0
+    assert "differ between clients by 0.0050 on average: the clustering" in routing_text(1, "0.4 to 0.6", 0.005)
+    assert routing_text(2, "0.4 to 0.6", 0.05).startswith("On every seed the clients use at most 2 architectures")
+
+
+def test_step_table_averages_per_way_of_stepping_and_formats():
+    from pflkit.chapters.fedmn import step_row, step_table
+
+    probe = {"active": [[1, 1], [1, 1]], "pi": [[0.2, 0.5], [0.6, 0.5]]}
+    rows = [step_row(probe, 80.0, True), step_row(probe, 84.0, True), step_row(probe, 70.0, False)]
+    raw = step_table(rows, formatted=False)
+    assert raw.loc["every batch", "mean client accuracy (%)"] == 82.0
+    assert raw.loc["once a round", "Π's spread over clients"] == pytest.approx(0.1)
+    shown = step_table(rows)
+    assert (
+        shown.loc["every batch", "Π lowest"] == "0.200"
+        and shown.loc["once a round", "mean client accuracy (%)"] == "70.0"
+    )
+
+
+def test_change_row_router_text_and_with_mean():
+    from pflkit.chapters.fedmn import change_row, router_text, with_mean
+
+    idx = pd.MultiIndex.from_tuples([("A", 0), ("A", 1), ("B", 0)], names=["arm", "seed"])
+    first = pd.DataFrame({"gap": [0.5, 0.6, 0.5], "label_share": [0.2] * 3, "g_sd": [1.0, 1.0, 1.0]}, index=idx)
+    last = pd.DataFrame({"gap": [0.05, 0.04, 0.3], "label_share": [0.1] * 3, "g_sd": [0.1, 0.2, 0.5]}, index=idx)
+    row = change_row(first.iloc[0], last.iloc[0], 1, 0.004)
+    assert row == {"cluster gap": "0.500 → 0.050", "label share": "0.200 → 0.100", "G spread": "1 → 0.1",
+                   "architectures": 1, "swap (points)": 0.0}  # fmt: skip
+    text = router_text(first, last, "A", "B")
+    assert "from 0.50–0.60 to 0.040–0.050 with the tuned router step, and to 0.30–0.30" in text
+    assert "end 0.1–0.2 times as far apart" in text and "step size 0.5–0.5 times" in text
+    table = with_mean(pd.DataFrame({"x": [1.0, 2.0]}, index=[0, 1]))
+    assert list(table["seed"]) == [0, 1, "mean"] and table["x"].iloc[-1] == 1.5
+
+
+def test_f2_diffs_pair_each_claims_arms_on_their_common_seeds():
+    from pflkit.chapters.fedmn import f2_diffs
+
+    values = {"mn a": pd.Series({0: 80.0, 1: 82.0, 2: 90.0}), "mn b": pd.Series({0: 70.0, 1: 72.0}),
+              "avg": pd.Series({0: 60.0, 1: 61.0, 2: 62.0}), "flat": pd.Series({0: 79.0, 1: 80.0, 2: 88.0})}  # fmt: skip
+    out = f2_diffs(values, {8: ["mn a", "mn b"]}, {8: "avg"}, {8: "flat"}, "routing")
+    assert out["8 blocks"].to_dict() == {0: 15.0, 1: 16.0}  # seed 2: "mn b" did not run it
+    assert out["routing"].to_dict() == {0: 1.0, 1: 2.0, 2: 2.0}
+
+
+def test_f2_text_and_sent_whole_text():
+    from pflkit.chapters.fedmn import f2_text, sent_whole_text
+
+    acc = pd.Series({"FedMN [1×4×3]": 80.0, "flat": 79.5, "avg": 70.0})
+    par = pd.Series({"FedMN [1×4×3]": 10.0, "flat": 9.0, "avg": 12.0})
+    text = f2_text(acc, par, {8: ["FedMN [1×4×3]"]}, {8: "avg"}, {8: "flat"}, 0.5)
+    assert "([1×4×3]) reach 79.5 % at 9.0 M" in text and "beats FedAvg's MLPs by +9.5 points" in text
+    assert "fewer parameters still" in text and text.endswith("little of it from routing.")
+    assert "saves 20% of that" in sent_whole_text(0.8, 1.0) and "saves nothing here" in sent_whole_text(1.2, 1.0)
+
+
+def test_frozen_and_shared_blocks_texts():
+    from pflkit.chapters.fedmn import frozen_text, shared_blocks_text
+
+    assert "training lowers it" in frozen_text(0.4, 0.6, 0.002, 0.001)
+    assert frozen_text(0.4, 0.6, 0.002, 0.001).endswith("too small to change a decision.")
+    assert "leaves it as it is" in frozen_text(0.5, 0.5, 0.2, 0.001)
+    active = [[[1, 1, 0], [1, 0, 1]], [[1, 1, 1], [1, 1, 1]]]
+    text = shared_blocks_text(active, True, 0.0, "+0.10 [-0.7, +1.0] (3 seeds)")
+    assert "use 2.5 of the 3 blocks on average, and 2.0 blocks are active for every client" in text
+    assert "swap test +0.0 points, ARI +0.10" in text
+    assert shared_blocks_text([[[1, 0], [0, 1]]], True, 0.0, "").endswith("no block serves every group.")
+
+
+def test_lead_text_follows_the_mechanism():
+    from pflkit.chapters.fedmn import lead_text
+
+    m = {"inert": True, "swap": 0.0, "swap_ours": "+0.0", "g_sd": 0.0026, "in_use": 1.0, "gap": (0.33, 0.04),
+         "gain": 0.6, "bytes": 2.5, "f2": 17.5, "f2_flat": 16.9}  # fmt: skip
+    lead, why = lead_text(m)
+    assert lead.startswith("**In short.** At the last round the router's logits differ between clients by 0.0026")
+    assert "every block stays in use" in lead and "(gap between their mean embeddings 0.33 → 0.04)" in lead
+    assert lead.endswith(
+        "It sends 2.5× FedAvg's bytes; Figure 2's +17.5 points over FedAvg hold without routing (+16.9)."
+    )
+    assert why.startswith("one decision for every client (swap test +0.0)")
+    lead, why = lead_text(m | {"inert": False, "swap": 2.0, "swap_ours": "+2.0"})
+    assert "worth +2.0 points against another group's" in lead and why.endswith("+2.0 against another group's")
+
+
+def test_paper_and_own_split_the_claims_table():
+    from pflkit.chapters.fedmn import paper_and_own
+    from pflkit.verdicts import is_own
+
+    rows = [{"claim": "Table II: FedMN beats FedEM"}, {"claim": "ours: routing beats every path on"}]
+    table = pd.DataFrame({"verdict": ["reproduces", "inconclusive"]}, index=[r["claim"] for r in rows])
+    paper_rows, own_rows = paper_and_own(table, rows)
+    assert [is_own(r) for r in rows] == [False, True]
+    assert list(paper_rows.index) == ["Table II: FedMN beats FedEM"] and list(own_rows.index) == [rows[1]["claim"]]
+
+
+class _Result:
+    """A sweep result as the chapter's functions read it: records, probes, seeds, arms."""
+
+    def __init__(self, probes: dict, rounds: int):
+        self._probes, self.rounds = probes, rounds
+        self.records = {k: {"config": {"rounds": rounds}} for k in probes}
+        self.seeds = sorted({s for _, s in probes})
+        self.arms = list(dict.fromkeys(a for a, _ in probes))
+
+    def probes(self, arm, seed):
+        return self._probes.get((arm, seed), {})
+
+    def __getitem__(self, key):
+        return self.records[key]
+
+
+def test_routing_table_and_ari_table_read_each_seeds_last_probe():
+    from pflkit.chapters.fedmn import ari_table, routing_table
+
+    apart = {"paths": [[0.9, 0.1], [0.8, 0.2], [0.1, 0.9], [0.2, 0.8]], "active": [[1, 1]] * 4, "pi": [[0.5, 0.5]] * 4,
+             "swap": [[0.8, 0.7]] * 4}  # fmt: skip
+    same = {**apart, "paths": [[0.5, 0.5]] * 4, "swap": [[0.8, 0.8]] * 4}
+    result = _Result({("A", 0): {3: apart}, ("A", 1): {3: same}, ("B", 0): {3: same}}, rounds=3)
+    groups = {0: [0, 0, 1, 1], 1: [0, 0, 1, 1]}
+    table = routing_table(result, "A", [0, 1], groups, 2, 3)
+    assert list(table.index) == [0, 1] and table.loc[0, "swap test (points)"] == 10.0
+    assert table.loc[0, "ARI (path weights vs label cluster)"] == 1.0
+    assert np.isnan(table.loc[1, "ARI (path weights vs label cluster)"])
+    ari = ari_table(result, ("A", "B"), groups, 2, 3)
+    assert list(ari.index) == [0] and ari.loc[0, "A"] == 1.0 and np.isnan(ari.loc[0, "B"])  # seed 1: B did not run
+
+
+def test_router_changes_put_the_tuned_arm_first():
+    from pflkit.chapters.fedmn import router_changes
+
+    def probe(gap, sd, last=False):
+        p = {"gap": gap, "label_share": 0.2, "g_sd": sd}
+        return p | ({"active": [[1, 1], [1, 0]], "swap": [[0.5, 0.5]] * 2} if last else {})
+
+    result = _Result({("B", 0): {2: probe(0.5, 1.0), 4: probe(0.3, 0.5, True)},
+                      ("A", 0): {2: probe(0.6, 2.0), 4: probe(0.06, 0.2, True)}}, rounds=4)  # fmt: skip
+    table, first, last = router_changes(result, "A", 4)
+    assert list(table.index) == [("tuned", 0), ("network's", 0)]
+    assert table.loc[("tuned", 0), "cluster gap"] == "0.600 → 0.060" and table.loc[("tuned", 0), "architectures"] == 2
+    assert first.loc[("B", 0), "round"] == 2 and last.loc[("A", 0), "g_sd"] == 0.2
+
+
+def test_fig2_points_name_method_blocks_and_parameters():
+    from pflkit.chapters.fedmn import fig2_points
+
+    fin = pd.DataFrame({"arm": ["FedAvg, 8-layer MLP", "FedMN [1×4×3]", "FedMN [1×4×3], no routing"],
+                        "MB_up": [4.0, 2.0, 1.0], "MB_down": [4.0, 2.0, 3.0], "mean_acc": [70.0, 80.0, 79.0]})  # fmt: skip
+    out = fig2_points(fin, {8: "FedAvg, 8-layer MLP"}, {8: "FedMN [1×4×3], no routing"}, {8: ["FedMN [1×4×3]"]})
+    assert list(out["method"]) == ["FedAvg", "FedMN", "FedMN, no routing"]
+    assert list(out["blocks"]) == [8, 8, 8] and list(out["parameters transmitted (M)"]) == [2.0, 1.0, 1.0]
+    assert "method" not in fin  # the input is left alone
+
+
+def test_model_sizes_and_whole_ratio_count_parameters():
+    from pflkit.chapters.fedmn import model_sizes, whole_ratio
+
+    cfg = tiny_config(method="fedmn", model="mlp2x16", options={"hidden": 16, "label_dim": 4, "arch": "1,2,2"})
+    sizes = model_sizes(cfg)
+    assert 0 < sizes["router"] < sizes["FedMN"] and sizes["model"] > 0
+    ratio = whole_ratio([cfg], ["mlp2x16"], 10, 0.0)  # no pretraining: every round sends encoders, router, blocks
+    assert ratio == pytest.approx(sizes["FedMN"] / sizes["model"])
+
+
+class _Compared:
+    """A sweep result as :func:`pflkit.verdicts.claim` reads it: each pair's per-seed differences."""
+
+    def __init__(self, diffs: dict, improving=()):
+        self.diffs, self._improving = diffs, set(improving)
+
+    def compare(self, a, b, metric, margin, resolution):
+        from pflkit.experiments import verdict
+
+        return verdict(self.diffs[a, b], margin=margin, resolution=resolution, budget=self.improving(a))
+
+    def improving(self, arm):
+        return arm in self._improving
+
+    def budget(self, *arms):
+        return any(self.improving(a) for a in arms)
+
+    def finals(self):
+        arms = sorted({x for pair in self.diffs for x in pair})
+        return pd.DataFrame({"arm": arms, "rounds": 60, "gain_last_fifth": 0.1})
+
+
+def test_table2_claims_put_the_mechanism_first_and_the_papers_margins_beside():
+    from pflkit.chapters.fedmn import table2_claims
+
+    diffs = {("FedMN", "flat"): [0.1, -0.2, 0.3], ("FedMN", "FedEM"): [-2.0, -3.0, -2.5],
+             ("FedEM", "FedAvg + FT"): [2.0, 3.0, 2.5], ("FedAvg + FT", "FedAvg"): [1.0, 1.5, 1.2]}  # fmt: skip
+    pub = pd.DataFrame({"CIFAR10": [80.0, 79.0, 81.0, 78.0]}, index=["FedMN", "FedEM", "FedAvg+", "FedAvg"])
+    rows = table2_claims(_Compared(diffs), pub, {"FedAvg + FT": "FedAvg+"}, "FedEM", "FedAvg + FT", [0.0, 0.0, 0.0],
+                         flat="flat")  # fmt: skip
+    assert [r["claim"].split(":")[0] for r in rows] == ["Table II", "ours", "Table II", "Table II", "Table II"]
+    assert rows[0]["kind"] == "mechanism" and rows[0]["verdict"] == "no difference"
+    assert rows[2]["paper"] == "vs FedEM: CIFAR10 +1.0" and rows[2]["verdict"] == "contradicted"
+    assert rows[3]["paper"] == "CIFAR10 -2.0" and rows[4]["paper"] == "CIFAR10 +3.0"
+    assert rows[4]["verdict"] == "reproduces" and rows[1]["verdict"] == "no difference"
+
+
+def test_concept_claims_end_with_the_mechanism_and_the_ari():
+    from pflkit.chapters.fedmn import concept_claims
+
+    diffs = {("FedMN", b): [-40.0, -41.0, -42.0] for b in ("FedEM", "FedAvg", "Local", "flat")}
+    rows = concept_claims(_Compared(diffs), [0.0, 0.0, 0.0], [0.9, 0.8, 1.0], flat="flat")
+    assert len(rows) == 6 and all(r["claim"].startswith("beyond the paper: under concept shift") for r in rows[:4])
+    assert rows[0]["verdict"] == "contradicted" and rows[4]["claim"].startswith("Concept shift: mechanism")
+    assert rows[5]["verdict"] == "reproduces" and rows[5]["ours (a − b, 95 % CI)"].endswith("(3 seeds)")
+
+
+def test_fig2_claims_one_per_block_count_then_routing_and_bytes():
+    from pflkit.chapters.fedmn import fig2_claims
+
+    diffs = {"8 blocks": pd.Series([9.0, 10.0, 11.0]), "9 blocks": pd.Series([-0.1, 0.1, 0.0]),
+             "routing": pd.Series([0.5, 0.6, 0.7])}  # fmt: skip
+    mn_of = {8: ["FedMN [1×4×3]", "FedMN [1×3×4]"], 9: ["FedMN [1×4×4]"]}
+    rows = fig2_claims(_Compared({}), diffs, mn_of, {"8 blocks": [], "9 blocks": []}, {8: "a", 9: "b"},
+                       pd.Series([0.8, 0.85, 0.9]), rounds=20, routing="routing")  # fmt: skip
+    assert rows[0]["claim"] == (
+        "Figure 2, 8 blocks: FedMN (mean of its 2 architectures) is more accurate than an 8-layer FedAvg MLP at round 20"
+    )
+    assert "than a 9-layer" in rows[1]["claim"] and rows[1]["verdict"] == "no difference"
+    assert rows[0]["verdict"] == "reproduces" and rows[2]["claim"].startswith("ours, Figure 2: routing")
+    assert rows[3]["verdict"] == "reproduces" and "(−log ratio)" in rows[3]["ours (a − b, 95 % CI)"]
+
+
+def test_routing_claims_note_the_spread_and_the_inert_mechanism():
+    from pflkit.chapters.fedmn import routing_claims, step_row, step_table
+    from pflkit.experiments import mechanism, verdict
+
+    mech = mechanism("swap", verdict([0.0, 0.0, 0.0], resolution=1.0), control="another client's decision")
+    probe = {"active": [[1, 1], [1, 1]], "pi": [[0.2, 0.5], [0.201, 0.5]]}
+    step = step_table([step_row(probe, 80.0, True), step_row(probe, 80.0, False)], formatted=False)
+    ari, spread_row = routing_claims([0.5, 0.6, 0.7], 0.0026, mech, [-0.002, -0.0021, -0.0019], step)
+    assert ari["verdict"] == "reproduces" and ari["ours (a − b, 95 % CI)"].startswith("+0.60 ARI")
+    assert "differ by 0.0026 on average" in ari["notes"] and "mechanism inert" in ari["notes"]
+    assert spread_row["kind"] == "mechanism" and spread_row["verdict"] == "contradicted"
+    assert "once a round leaves Π between 0.20 and 0.50" in spread_row["notes"]
+
+
+def test_oracle_and_departure_claims():
+    from pflkit.chapters.fedmn import departure_claims, oracle_claims
+    from pflkit.experiments import mechanism, verdict
+
+    oracle = pd.DataFrame({"own cluster's": [80.0, 81.0, 82.0], "partner cluster's": [77.0, 78.0, 78.5],
+                           "best common": [79.8, 80.9, 82.1]})  # fmt: skip
+    swap, gain, rate = oracle_claims(oracle, [0.0, 0.01, -0.01])
+    assert swap["verdict"] == "reproduces" and gain["verdict"] == "no difference" and rate["verdict"] == "reproduces"
+    assert rate["claim"].endswith("(swap test within ±1 point)")
+    diffs = {("paper", "FedMN, softmax decisions"): [1.0, 1.5, 1.2]}
+    ari = pd.DataFrame({"paper": [0.5, 0.6, 0.4], "frozen": [0.6, 0.7, 0.5]})
+    mech = mechanism("swap", verdict([0.0, 0.0, 0.0]), control="another client's decision")
+    rows = departure_claims(_Compared(diffs), ["softmax decisions"], ari, mech, paper_arm="paper", frozen="frozen")
+    assert rows[0]["claim"] == "ours: the paper's FedMN − softmax decisions (both at the paper arm's tuned rate)"
+    assert rows[0]["verdict"] == "reproduces" and rows[1]["verdict"] == "contradicted"
+
+
+def test_setup_rows_state_the_parameters_beside_the_paper():
+    from pflkit.chapters.fedmn import setup_rows
+
+    v = {"TRAIN_IMAGES": 12000, "TEST_IMAGES": 4000, "LABEL_CLUSTERS": 3, "ALPHA": 0.4, "CLIENTS": 20, "ARCH": "3,3,3",
+         "HIDDEN": 256, "ROUNDS": 60, "MOMENTUM": 0.9, "PRETRAIN_FRACTION": 0.2, "PILOT_ROUNDS": 20, "SEEDS": [0, 1, 2]}  # fmt: skip
+    rows = dict((what, (ours, paper)) for what, ours, paper in setup_rows(v))
+    assert rows["Data"][0] == "Fashion-MNIST, 12,000 training and 4,000 test images"
+    assert rows["Model"][0].startswith("LeNet; FedMN [3×3×3]") and "the first 20% pretrain" in rows["Training"][0]
+    assert rows["Seeds"] == ("seeds 0, 1 and 2 to start, more where a claim's plan asks", "")

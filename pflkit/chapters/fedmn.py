@@ -203,3 +203,618 @@ def common_seed_means(values: dict) -> tuple[pd.Series, list]:
     common = sorted(set.intersection(*(set(v.dropna().index) for v in values.values())))
     means = pd.Series({a: float(v[common].mean()) for a, v in values.items()})
     return means.sort_values(ascending=False), common
+
+
+def grid_note(grid, paper_grid) -> str:
+    """How a learning-rate grid relates to the paper's, in words: "the paper's grid", or which of its
+    values are the paper's and which lie above it."""
+    from ..pages import prose
+
+    ours = [v for v in grid if v in paper_grid]
+    if sorted(grid) == sorted(paper_grid):
+        return "the paper's grid"
+    above = [v for v in grid if v not in paper_grid]
+    return f"{prose(ours)} of the paper's grid" + (f" and {prose(above)} above it" if len(ours) < len(grid) else "")
+
+
+def split_text(class_groups, class_names, sizes, mix, datasets: pd.DataFrame, seed: int) -> str:
+    """The split in words: the label clusters of a seed (``class_groups``: class indices per cluster),
+    the paper's Table I (``datasets``: rows by dataset, columns ``num_clients`` and ``num_samples``),
+    the clients' training sizes and the mean share of a client's dominant cluster (``mix``: clients ×
+    clusters)."""
+    short = [c.split("/")[0] for c in class_names]
+    sizes = np.asarray(sizes)
+    clusters = "; ".join(f"{k}: " + ", ".join(short[c] for c in g) for k, g in enumerate(class_groups))
+    table1 = "; ".join(
+        f"{d} {int(r.num_clients)} clients, {int(r.num_samples):,} samples ({r.num_samples / r.num_clients:.0f} per client)"
+        for d, r in datasets.iterrows()
+    )
+    return (
+        f"Label clusters (seed {seed}): {clusters}. The paper's Table I: {table1}. Ours: {len(sizes)} clients, "
+        f"training images per client median {np.median(sizes):.0f} (min {sizes.min()}, max {sizes.max()}); a client's "
+        f"dominant cluster holds {100 * np.asarray(mix).max(1).mean():.0f} % of its images on average."
+    )
+
+
+def router_lr_text(tried, grid, chosen: float, at_edge: bool, lr: float) -> str:
+    """The router pilot's outcome in words: the step sizes tried (the edge rule's additions named), the
+    one kept, and its ratio to the network's learning rate ``lr``."""
+    from ..pages import prose
+
+    grown = [v for v in tried if v not in grid]
+    return (
+        f"The router's step size was tried at {prose(sorted(tried))}"
+        + (f" (the edge rule added {prose(grown)})" if grown else "")
+        + f"; {chosen:g} was kept"
+        + (", still at the grid's edge" if at_edge else "")
+        + f", {chosen / lr:g}× FedMN's learning rate of {lr:g}."
+    )
+
+
+def with_paper(table: pd.DataFrame, pub: pd.DataFrame, rename: dict) -> pd.DataFrame:
+    """``table`` (rows: our arms) with the paper's numbers beside it, a column "paper <dataset>" per
+    column of ``pub`` (rows: the paper's methods); ``rename`` maps our arm to the paper's row name;
+    missing rows are NaN (a page shows "—")."""
+    out = table.copy()
+    for d in pub.columns:
+        out[f"paper {d}"] = [pub[d].get(rename.get(a, a), np.nan) for a in out.index]
+    return out
+
+
+def best_round_text(best_round: dict, pretrain_end: int) -> str:
+    """FedMN's round of best mean validation accuracy per seed (``best_round``: seed → round), and the
+    seeds where it falls in the encoders' pretraining (rounds ≤ ``pretrain_end``)."""
+    pre = [s for s, r in best_round.items() if r <= pretrain_end]
+    return (
+        "FedMN's round of best mean validation accuracy, per seed: "
+        + ", ".join(f"seed {s} round {r}" for s, r in best_round.items())
+        + (
+            f"; on {seeds_text(pre)} it falls in the encoders' pretraining, where FedMN is judged as the mean of its "
+            "encoder models"
+            if pre
+            else " (all in the routing rounds)"
+        )
+        + "."
+    )
+
+
+def bytes_text(up: pd.Series, share: float, router_size: int, routing_rounds: int, clients: int, flat: str) -> str:
+    """Table II's bytes in words: FedMN's upload (``up``: MB by arm) against FedAvg's, FedEM's and the
+    same network without routing (arm ``flat``), the share of blocks in use, and the router's part
+    (``router_size`` parameters in float32, every client every routing round)."""
+    router_mb = router_size * 4 * clients * routing_rounds / 1e6
+    use = (
+        "Its clients use every block at the last round, so block-wise communication saves nothing here"
+        if share > 0.999
+        else f"Its clients use {share:.0%} of the blocks at the last round (mean over seeds)"
+    )
+    return (
+        f"In Table II's setting FedMN sends {up['FedMN'] / up['FedAvg']:.1f}× FedAvg's bytes and "
+        f"{up['FedMN'] / up['FedEM']:.1f}× FedEM's, and {up['FedMN'] / up[flat]:.2f}× those of the same network with "
+        f"every path on (no routing). {use}; the difference from the no-routing arm, {up['FedMN'] - up[flat]:.0f} MB "
+        f"each way, is the router ({router_size:,} parameters, {router_mb:.0f} MB each way over the {routing_rounds} "
+        f"routing rounds of {clients} clients), which every client downloads and uploads in every routing round and "
+        "the no-routing arm never sends. The paper's efficiency claim is made on Figure 2's MLPs."
+    )
+
+
+def sizes_text(means: pd.Series, common, more, n_more: int, size_mn: int, components: int, size_lenet: int) -> str:
+    """Table II's ordering over the seeds every arm ran (``means``: arm → mean, highest first), which
+    arms ran more seeds, and the models' sizes in parameters."""
+    from ..pages import prose
+
+    order = " > ".join(f"{a} ({v:.1f})" for a, v in means.items())
+    more_text = (
+        f". The claims pair the seeds both their arms ran; {prose(more)} ran {seeds_text(n_more)}, and the table "
+        "gives their means over all of them"
+        if more
+        else ""
+    )
+    return (
+        f"Mean over {seeds_text(common)}, the seeds every arm ran: {order}{more_text}. The models differ in size: "
+        f"FedMN's network (encoders, blocks and router) holds {size_mn:,} parameters, FedEM's {components} components "
+        f"{components * size_lenet:,}, every other method's LeNet {size_lenet:,}; a claim that FedMN beats a baseline "
+        "compares the methods with their models, as the paper's Table II does."
+    )
+
+
+def routing_row(probe: dict, groups, k: int, swap: float) -> dict:
+    """One seed's row of the routing table from the routing probe at the last round (``probe``: its
+    ``paths``, ``pi`` and ``active``), the clients' groups and that seed's swap test (points)."""
+    paths, active, pi = (np.asarray(probe[key]) for key in ("paths", "active", "pi"))
+    return {
+        "distinct architectures": len({tuple(a) for a in active}),
+        "blocks in use (share)": round(float(active.mean()), 2),
+        "Π over the paths": f"{pi.min():.3f} to {pi.max():.3f}",
+        "Π's spread over clients": round(float(pi.std(0).mean()), 4),
+        "swap test (points)": round(swap, 1),
+        "ARI (path weights vs label cluster)": round(decision_ari(paths, groups, k), 3),
+    }
+
+
+def routing_text(n_arch: int, pi_range: str, spread: float) -> str:
+    """The routing table in words: the clients' architectures, the range of Π over the paths and its
+    spread over the clients (below 0.01: too small for the ARI to mean personalised architectures)."""
+    arch = "one architecture" if n_arch == 1 else f"at most {n_arch} architectures"
+    tail = (
+        ": the clustering behind the ARI separates clients by differences of that size, too small to change a "
+        "decision, so the ARI says nothing about personalised architectures here. The departures section sets it "
+        "against a frozen router."
+        if spread < 0.01
+        else "."
+    )
+    return (
+        f"On every seed the clients use {arch}, and the router's path probabilities span {pi_range} across the paths "
+        f"(first seed) but differ between clients by {spread:.4f} on average{tail}"
+    )
+
+
+def step_row(probe: dict, accuracy: float, every_batch: bool) -> dict:
+    """One run's row of the router-step table from its last round's routing probe."""
+    active, pi = np.asarray(probe["active"]), np.asarray(probe["pi"])
+    return {
+        "router step": "every batch" if every_batch else "once a round",
+        "distinct architectures": len({tuple(r) for r in active}),
+        "blocks in use (share)": float(active.mean()),
+        "Π lowest": float(pi.min()),
+        "Π highest": float(pi.max()),
+        "Π's spread over clients": float(pi.std(0).mean()),
+        "mean client accuracy (%)": accuracy,
+    }
+
+
+STEP_FORMATS = {"distinct architectures": "{:.3g}", "blocks in use (share)": "{:.2f}", "Π lowest": "{:.3f}",
+                "Π highest": "{:.3f}", "Π's spread over clients": "{:.4f}", "mean client accuracy (%)": "{:.1f}"}  # fmt: skip
+
+
+def step_table(rows: list[dict], formatted: bool = True) -> pd.DataFrame:
+    """The router-step table: :func:`step_row`'s rows averaged per way of stepping; ``formatted``, each
+    column as text at the digits it is read at (:data:`STEP_FORMATS`)."""
+    table = pd.DataFrame(rows).groupby("router step").mean()
+    if not formatted:
+        return table
+    return pd.DataFrame({c: table[c].map(STEP_FORMATS[c].format) for c in table.columns})
+
+
+def change_row(first, last, architectures: int, swap: float) -> dict:
+    """One run's row of the router's change from the switch to the last round: the cluster gap, the
+    labels' share and the logits' spread at both ends (``first``, ``last``: rows of
+    :func:`router_trace`), its architectures and its swap test (points)."""
+    return {
+        "cluster gap": f"{first.gap:.3f} → {last.gap:.3f}",
+        "label share": f"{first.label_share:.3f} → {last.label_share:.3f}",
+        "G spread": f"{first.g_sd:.2g} → {last.g_sd:.2g}",
+        "architectures": architectures,
+        "swap (points)": round(swap, 2),
+    }
+
+
+def router_text(first: pd.DataFrame, last: pd.DataFrame, tuned: str, rate: str) -> str:
+    """How the router's input and logits change from the switch to the last round, with the tuned router
+    step (arm ``tuned``) and at the network's (arm ``rate``); ``first``, ``last``: :func:`router_trace`'s
+    rows at both ends indexed by (arm, seed)."""
+    shrink = (last.g_sd / first.g_sd).groupby(level="arm").agg(["min", "max"])
+    f, e, r = first.loc[tuned].gap, last.loc[tuned].gap, last.loc[rate].gap
+    return (
+        f"From the switch to the last round the gap between the clusters' mean embeddings goes from {f.min():.2f}–"
+        f"{f.max():.2f} to {e.min():.3f}–{e.max():.3f} with the tuned router step, and to {r.min():.2f}–{r.max():.2f} "
+        f"at the network's; the clients' logits end {shrink.loc[tuned, 'min']:.2g}–{shrink.loc[tuned, 'max']:.2g} "
+        f"times as far apart as at the switch (at the network's step size {shrink.loc[rate, 'min']:.2g}–"
+        f"{shrink.loc[rate, 'max']:.2g} times)."
+    )
+
+
+def with_mean(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
+    """A per-seed table with a last row "mean", rounded; the seed becomes a column (no index shown)."""
+    out = pd.concat([table, table.mean().to_frame("mean").T]).round(digits)
+    return out.rename_axis("seed").reset_index()
+
+
+def f2_diffs(values: dict, mn_of: dict, fedavg: dict, flat: dict, routing: str) -> dict:
+    """Figure 2's paired differences per claim, per seed (``values``: arm → per-seed Series): per block
+    count b, FedMN (the mean of its arrangements ``mn_of[b]``) − the FedAvg MLP ``fedavg[b]``; and under
+    ``routing``, each block count's first arrangement − the same network without routing ``flat[b]``,
+    mean over the block counts.  Each on the seeds all its arms ran."""
+
+    def common(arms):
+        return sorted(set.intersection(*(set(values[a].index) for a in arms)))
+
+    out = {}
+    for b, archs in mn_of.items():
+        seeds = common([*archs, fedavg[b]])
+        out[f"{b} blocks"] = pd.Series(
+            {s: np.mean([values[a][s] for a in archs]) - values[fedavg[b]][s] for s in seeds}
+        )
+    seeds = common([x for b in mn_of for x in (mn_of[b][0], flat[b])])
+    out[routing] = pd.Series({s: np.mean([values[mn_of[b][0]][s] - values[flat[b]][s] for b in mn_of]) for s in seeds})
+    return out
+
+
+def f2_text(acc: pd.Series, par: pd.Series, mn_of: dict, fedavg: dict, flat: dict, route_gain: float) -> str:
+    """Figure 2 without routing, in words: per block count the accuracy (``acc``, %) and parameters
+    transmitted (``par``, M) of the network without routing, routed, and of FedAvg's MLP, and where the
+    accuracy gain over FedAvg comes from (``route_gain``: routing − every path on, points)."""
+    from ..pages import prose
+
+    bs = list(mn_of)
+
+    def listed(values, arms):
+        return prose([f"{values[a]:.1f}" for a in arms])
+
+    flats, firsts, mlps = [flat[b] for b in bs], [mn_of[b][0] for b in bs], [fedavg[b] for b in bs]
+    flat_gain = float(np.mean([acc[flat[b]] - acc[fedavg[b]] for b in bs]))
+    fewer = all(par[flat[b]] < par[mn_of[b][0]] for b in bs)
+    return (
+        f"Without routing, the same networks as each block count's first arrangement "
+        f"({prose([a.removeprefix('FedMN ') for a in firsts])}) reach {listed(acc, flats)} % at {listed(par, flats)} M "
+        f"parameters transmitted; routed, they reach {listed(acc, firsts)} % at {listed(par, firsts)} M, and FedAvg's "
+        f"MLPs of as many layers {listed(acc, mlps)} % at {listed(par, mlps)} M (means over each arm's seeds; "
+        f"{prose(bs)} blocks in that order). Without routing the modular network beats FedAvg's MLPs by "
+        f"{flat_gain:+.1f} points on average, and routing adds {route_gain:+.1f} on the same networks"
+        + (", while without routing it transmits fewer parameters still (it sends no router)" if fewer else "")
+        + (
+            ": Figure 2's accuracy gain comes mostly from the modular network itself (an encoder, one layer of blocks "
+            "and the output blocks, against FedAvg's deeper MLPs), little of it from routing."
+            if abs(route_gain) < flat_gain / 2
+            else "."
+        )
+    )
+
+
+def sent_whole_text(ratio: float, static: float) -> str:
+    """Figure 2's bytes in words: FedMN's parameters transmitted against FedAvg's (``ratio``, from the
+    runs) and what the same architectures would move sent whole, every block active (``static``)."""
+    saved = 1 - ratio / static
+    saving = (
+        f"block-wise communication saves {saved:.0%} of that"
+        if saved > 0
+        else "block-wise communication saves nothing here"
+    )
+    return (
+        f"FedMN's architectures transmit {ratio:.2f}× FedAvg's MLPs' parameters (mean over seeds of the ratio of "
+        f"means). Sent whole, every block active, the same architectures would move {static:.2f}× FedAvg's parameters "
+        "(from their sizes, the same ratio of means; the router, whose φ_x is a copy of an encoder, travels both ways in "
+        f"every routing round and counts in both): {saving}, and the rest of the difference from FedAvg is the "
+        f"architectures' own size ({static:.2f}× FedAvg's per round)."
+    )
+
+
+def frozen_text(ari_trained: float, ari_frozen: float, spread_trained: float, spread_frozen: float) -> str:
+    """The ARI with the router trained against frozen at its initialisation, in words, with the clients'
+    spread of Π in both (below 0.01: too small to change a decision)."""
+    change = (
+        "lowers it"
+        if ari_trained < ari_frozen - 0.005
+        else "raises it"
+        if ari_trained > ari_frozen + 0.005
+        else "leaves it as it is"
+    )
+    small = max(spread_trained, spread_frozen) < 0.01
+    return (
+        f"With the router frozen at its initialisation the ARI is {ari_frozen:.2f} on average, with it trained "
+        f"{ari_trained:.2f}: training {change}. The clients' path probabilities differ by {spread_trained:.4f} (trained) "
+        f"and {spread_frozen:.4f} (frozen) on average"
+        + (", so both ARIs cluster differences too small to change a decision." if small else ".")
+    )
+
+
+def shared_blocks_text(active: list, inert: bool, swap: float, ari: str) -> str:
+    """Under concept shift: how many blocks FedMN's clients use and how many every client uses
+    (``active``: per seed, clients × blocks), and what that means for blocks averaged over clients whose
+    labels contradict one another (``inert``: the swap test found the decisions interchangeable)."""
+    n_blocks = np.asarray(active[0]).shape[1]
+    used = np.mean([np.asarray(a).sum(1).mean() for a in active])
+    shared = np.mean([np.asarray(a).all(0).sum() for a in active])
+    if shared == 0:
+        tail = ": no block serves every group."
+    elif not inert:
+        tail = (
+            ": however distinct the groups' path weights, each of those blocks is averaged over clients whose labels "
+            "contradict one another."
+        )
+    else:
+        tail = (
+            f": the groups' path weights are not distinct (swap test {swap:+.1f} points, ARI {ari}), and each of those "
+            "blocks is averaged over clients whose labels contradict one another."
+        )
+    return (
+        f"FedMN's clients under concept shift use {used:.1f} of the {n_blocks} blocks on average, and {shared:.1f} "
+        f"blocks are active for every client (means over seeds){tail}"
+    )
+
+
+def lead_text(m: dict) -> tuple[str, str]:
+    """The findings box's opening sentence and the glance row's "why" from the chapter's measurements
+    (``m``: ``inert`` (the swap test finds the decisions interchangeable), ``swap`` (its mean, points),
+    ``swap_ours`` (its interval as printed), ``g_sd`` (the logits' spread over clients at the last
+    round), ``in_use`` (share of blocks in use), ``gap`` (the cluster gap at the switch and at the end),
+    ``gain`` (a fitted per-cluster decision over the best common one, points), ``bytes`` (FedMN's
+    upload / FedAvg's), ``f2`` and ``f2_flat`` (Figure 2's gain over FedAvg with and without
+    routing, points))."""
+    gap = f"{m['gap'][0]:.2f} → {m['gap'][1]:.2f}"
+    if m["inert"]:
+        use = "every block stays in use" if m["in_use"] > 0.999 else f"{m['in_use']:.0%} of the blocks stay in use"
+        first = (
+            f"At the last round the router's logits differ between clients by {m['g_sd']:.2g} (spread over clients) and "
+            f"{use}: FedMN does not personalise here. The router's input loses the label clusters during training (gap "
+            f"between their mean embeddings {gap}), and on the trained network a decision fitted per cluster would gain "
+            f"{m['gain']:+.1f} points over the best common one."
+        )
+        why = (
+            f"one decision for every client (swap test {m['swap_ours']}): the router's input loses the clusters (gap "
+            f"{gap}); a fitted per-cluster decision would gain {m['gain']:+.1f} over the best common one"
+        )
+    else:
+        first = f"A client's own routing decision is worth {m['swap']:+.1f} points against another group's."
+        why = f"a client's own decision is worth {m['swap_ours']} against another group's"
+    lead = (
+        f"**In short.** {first} It sends {m['bytes']:.1f}× FedAvg's bytes; Figure 2's {m['f2']:+.1f} points over "
+        f"FedAvg hold without routing ({m['f2_flat']:+.1f})."
+    )
+    return lead, why
+
+
+def paper_and_own(table: pd.DataFrame, rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A claims table (:func:`pflkit.verdicts.claims_table`, indexed by claim) split in two: the paper's
+    claims, and our own checks (:func:`pflkit.verdicts.is_own` of the claims ``rows``), each in the
+    table's order."""
+    from ..verdicts import is_own
+
+    own = {r["claim"] for r in rows if is_own(r)}
+    mine = table.index.isin(own)
+    return table[~mine], table[mine]
+
+
+def routing_table(result, arm: str, seeds, groups: dict, k: int, rounds: int) -> pd.DataFrame:
+    """Per seed of ``arm``: :func:`routing_row` from its routing probe after its last round, the
+    clients' groups ``groups[seed]`` and its swap test (:func:`swap_gain` at ``rounds``)."""
+    swap = swap_gain(result, arm, rounds)
+    rows = []
+    for s in seeds:
+        probe = result.probes(arm, s).get(result[arm, s]["config"]["rounds"])
+        rows.append({"seed": s, **routing_row(probe, groups[s], k, float(swap.get(s, np.nan)))})
+    return pd.DataFrame(rows).set_index("seed")
+
+
+def router_changes(result, tuned: str, rounds: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The router's change from the switch to the last round, per arm and seed (the arm ``tuned`` first,
+    then by seed): :func:`change_row` of each run, and :func:`router_trace`'s rows at both ends (indexed
+    by arm and seed)."""
+    trace = pd.concat([router_trace(result, a).assign(arm=a) for a in result.arms], ignore_index=True)
+    ends = trace.sort_values("round").groupby(["arm", "seed"], sort=False)
+    first, last = ends.first(), ends.last()
+    rows = []
+    for (a, s), f in sorted(first.iterrows(), key=lambda t: (t[0][0] != tuned, t[0][1])):
+        active = result.probes(a, s).get(rounds)["active"]
+        swap = float(swap_gain(result, a, rounds).get(s, np.nan))
+        rows.append({"router step": "tuned" if a == tuned else "network's", "seed": s,
+                     **change_row(f, last.loc[(a, s)], len({tuple(r) for r in active}), swap)})  # fmt: skip
+    return pd.DataFrame(rows).set_index(["router step", "seed"]), first, last
+
+
+def ari_table(result, arms, groups: dict, k: int, rounds: int) -> pd.DataFrame:
+    """Per seed that every one of ``arms`` ran: the ARI of each arm's path weights after ``rounds``
+    against the clients' groups ``groups[seed]`` (:func:`decision_ari`; NaN without a probe)."""
+    seeds = [s for s in result.seeds if all((a, s) in result.records for a in arms)]
+
+    def ari(a, s):
+        p = result.probes(a, s).get(rounds)
+        return decision_ari(p["paths"], groups[s], k) if p else float("nan")
+
+    return pd.DataFrame({a: {s: ari(a, s) for s in seeds} for a in arms}).rename_axis("seed")
+
+
+def fig2_points(fin: pd.DataFrame, fedavg: dict, flat: dict, mn_of: dict) -> pd.DataFrame:
+    """Figure 2's points from the runs' finals (``fin``: arm, seed, mean_acc, MB_up, MB_down): per arm its
+    method, block count, parameters transmitted (both directions, float32: bytes / 4, in M) and mean
+    accuracy, means over its seeds.  ``fedavg``, ``flat``: block count → arm; ``mn_of``: block count →
+    FedMN's arms."""
+    fin = fin.assign(**{"parameters transmitted (M)": (fin["MB_up"] + fin["MB_down"]) / 4})
+    blocks = {**{n: b for b, n in fedavg.items()}, **{n: b for b, n in flat.items()},
+              **{a: b for b, arms in mn_of.items() for a in arms}}  # fmt: skip
+    fin["blocks"] = fin.arm.map(blocks)
+    fin["method"] = np.select([fin.arm.str.endswith("no routing"), fin.arm.str.startswith("FedMN")],
+                              ["FedMN, no routing", "FedMN"], "FedAvg")  # fmt: skip
+    return fin
+
+
+def model_sizes(cfg) -> dict:
+    """The parameters of FedMN's network for ``cfg`` (encoders, blocks and router; the pretraining
+    heads apart), of its router, and of the baselines' model (:func:`modular_net`)."""
+    net = modular_net(cfg)
+    return {
+        "FedMN": sum(p.numel() for n, p in net.named_parameters() if not n.startswith("pre_heads")),
+        "router": sum(p.numel() for p in net.router.parameters()),
+        "model": sum(p.numel() for p in build_model(cfg.model, (1, 28, 28), 10).parameters()),
+    }
+
+
+def whole_ratio(cfgs: list, mlps: list, rounds: int, pretrain_fraction: float) -> float:
+    """From the sizes alone (no run): the parameters FedMN's architectures (``cfgs``) would move each
+    way over ``rounds`` with every block active (pretraining rounds: the encoders and their heads;
+    routing rounds: encoders, router and blocks), mean over the architectures, against the mean of the
+    FedAvg MLPs ``mlps`` (model names) sent whole every round: the same ratio of means as the runs'."""
+
+    def all_blocks(cfg):
+        net = modular_net(cfg)
+        size = {part: sum(p.numel() for n, p in net.named_parameters() if n.startswith(part))
+                for part in ("encoders", "pre_heads", "blocks", "router")}  # fmt: skip
+        k = int(pretrain_fraction * rounds)
+        return k * (size["encoders"] + size["pre_heads"]) + (rounds - k) * (
+            size["encoders"] + size["router"] + size["blocks"]
+        )
+
+    mlp = [rounds * sum(p.numel() for p in build_model(m, (1, 28, 28), 10).parameters()) for m in mlps]
+    return float(np.mean([all_blocks(c) for c in cfgs]) / np.mean(mlp))
+
+
+# ----------------------------------------------------------------------------- the claims
+
+
+SWAP_CLAIM = (
+    "mechanism: a client scores higher with its own routing decision than with another group's (the swap test, points)"
+)
+
+
+def table2_claims(result, pub: pd.DataFrame, paper_row: dict, best: str, best_other: str, swap, *, flat: str,
+                  plan=None, swap_plan: str = "", resolution: float = 1.0) -> list[dict]:  # fmt: skip
+    """Table II's claims, the mechanism first: the swap test (``swap``: per seed, own − other decision,
+    points), routing against the same network with every path on (arm ``flat``); then FedMN against the
+    strongest baseline ``best``, FedEM against the strongest other ``best_other`` and FedAvg + FT against
+    FedAvg, beside the paper's margins (``pub``: the paper's Table II, rows its methods, columns its
+    datasets; ``paper_row``: our arm → its row there)."""
+    from ..experiments import claim, mechanism, verdict
+
+    def name(a):
+        return paper_row.get(a, a)
+
+    def margin(a, b):
+        return ", ".join(f"{d} {pub[d][name(a)] - pub[d][name(b)]:+.1f}" for d in pub.columns if name(b) in pub.index)
+
+    best_paper = {d: pub[d].drop(["FedMN", "FedEM"]).max() for d in pub.columns}
+    mech = mechanism(f"Table II: {SWAP_CLAIM}", verdict(list(swap), resolution=resolution, budget=result.improving("FedMN")),
+                     paper="personalised architectures (not measured there)",
+                     control="a client of another label cluster's decision", plan=plan, plan_name=swap_plan)  # fmt: skip
+    return [
+        mech,
+        claim("ours: routing beats the same network with every path on (FedMN − FedMN, no routing)", result, "FedMN",
+              flat, paper="not measured", resolution=resolution, plan=plan, plan_name="FedMN − no routing"),
+        claim(f"Table II: FedMN beats the strongest baseline ({best}, on validation)", result, "FedMN", best,
+              paper="vs FedEM: " + margin("FedMN", "FedEM"), resolution=resolution, headline=True, mechanism=mech,
+              plan=plan, plan_name="FedMN − strongest baseline"),
+        claim(f"Table II: FedEM beats the other baselines (strongest: {best_other}, on validation)", result, "FedEM",
+              best_other, paper=", ".join(f"{d} {pub[d]['FedEM'] - best_paper[d]:+.1f}" for d in pub.columns),
+              resolution=resolution, plan=plan, plan_name="FedEM − strongest other"),
+        claim("Table II: FedAvg+ (fine-tuned) beats FedAvg (the paper's text: on CIFAR-10; its table: CIFAR-10 and "
+              "EMNIST)", result, "FedAvg + FT", "FedAvg", paper=margin("FedAvg + FT", "FedAvg"), resolution=resolution,
+              plan=plan, plan_name="FedAvg + FT − FedAvg"),
+    ]  # fmt: skip
+
+
+def concept_claims(result, swap, aris, *, flat: str, plan=None, resolution: float = 1.0) -> list[dict]:
+    """The claims under concept shift (beyond the paper): FedMN against FedEM, FedAvg and Local, routing
+    against every path on (arm ``flat``), the swap test (``swap``: per seed, points) as the mechanism,
+    and whether the decisions follow the groups (``aris``: per seed, the ARI of the path weights against
+    the groups)."""
+    from ..experiments import claim, claim_row, mechanism, verdict
+
+    why = "the motivation (§I), not tested there"
+    text = "beyond the paper: under concept shift "
+    pairs = [("FedEM", "FedEM", "FedMN beats FedEM"), ("FedAvg", "FedAvg", "FedMN beats FedAvg"),
+             ("Local", "Local", "FedMN beats Local (each client alone)"),
+             ("no routing", flat, "routing beats every path on (FedMN − FedMN, no routing)")]  # fmt: skip
+    rows = [claim(text + t, result, "FedMN", b, paper=why, resolution=resolution, plan=plan, plan_name=n)
+            for n, b, t in pairs]  # fmt: skip
+    mech = mechanism(f"Concept shift: {SWAP_CLAIM}", verdict(list(swap), resolution=resolution,
+                     budget=result.improving("FedMN")), paper=why, control="a client of another group's decision")  # fmt: skip
+    v = verdict(list(aris), unit="ARI", budget=result.improving("FedMN"))
+    ari = claim_row(text + "FedMN's decisions follow the groups (ARI − 0)", v, paper=why, ours=clipped_interval(v),
+                    mechanism=mech)  # fmt: skip
+    return [*rows, mech, ari]
+
+
+def fig2_claims(result, diffs: dict, mn_of: dict, claim_arms: dict, flat: dict, ratio, *, rounds: int, routing: str,
+                plan=None, resolution: float = 1.0) -> list[dict]:  # fmt: skip
+    """Figure 2's claims: per block count b, FedMN (the mean of its arrangements ``mn_of[b]``) against the
+    FedAvg MLP of as many layers (``diffs[f"{b} blocks"]``, per seed; its arms ``claim_arms``), routing
+    against every path on (``diffs[routing]``; the arms ``flat``), and the parameters transmitted
+    (``ratio``: per seed, FedMN's over FedAvg's; judged as −log ratio, above 0 when FedMN sends fewer)."""
+    from ..experiments import claim_row, verdict
+
+    rows = []
+    for b in mn_of:
+        article = "an" if str(b)[0] == "8" or b in (11, 18) else "a"
+        v = verdict(diffs[f"{b} blocks"], resolution=resolution, budget=result.budget(*claim_arms[f"{b} blocks"]))
+        rows.append(claim_row(f"Figure 2, {b} blocks: FedMN (mean of its {len(mn_of[b])} architectures) is more accurate "
+                              f"than {article} {b}-layer FedAvg MLP at round {rounds}", v, paper="higher accuracy",
+                              plan=plan, plan_name=f"{b} blocks"))  # fmt: skip
+    v = verdict(diffs[routing], resolution=resolution, budget=result.budget(*flat.values()))
+    rows.append(claim_row("ours, Figure 2: routing beats every path on (each block count's first arrangement − the same "
+                          "network without routing, mean over the block counts)", v, paper="not measured", plan=plan,
+                          plan_name=routing))  # fmt: skip
+    rows.append(claim_row("Figure 2: FedMN transmits fewer parameters than FedAvg (−log of FedMN / FedAvg)",
+                          verdict(-np.log(ratio), unit="(−log ratio)"), paper="much less", digits=2))  # fmt: skip
+    return rows
+
+
+def routing_claims(ari, spread: float, mech: dict, spread_diffs, step: pd.DataFrame, budget=False) -> list[dict]:
+    """The routing section's claims: whether clients of a label cluster get similar path weights (``ari``:
+    per seed; ``spread``: Π's mean spread over clients; flagged by the swap test ``mech``), and whether a
+    router trained every batch spreads Π more than one step a round (``spread_diffs``: per seed; ``step``:
+    :func:`step_table` unformatted)."""
+    from ..experiments import claim_row, flagged, mechanism, verdict
+    from ..verdicts import INERT
+
+    v = verdict(ari, unit="ARI", budget=budget)
+    override = "it carries the flag mechanism inert because the swap test finds the clients' decisions interchangeable"
+    notes = [f"the clients' path probabilities differ by {spread:.4f} on average (spread over clients, per path)"]
+    row_ari = claim_row("ours: clients of a label cluster get similar path weights (ARI of the clustered path weights "
+                        "vs their clusters − 0)", v, paper="personalised architectures per joint distribution "
+                        "(not shown)", ours=clipped_interval(v), mechanism=mech,
+                        note="; ".join(notes + ([override] if flagged(mech, INERT) else [])))  # fmt: skip
+    top, once = step["Π's spread over clients"].max(), step.loc["once a round"]
+    note = (f"neither reading personalises: Π's spread over clients is at most {top:.3f} on a 0 to 1 scale, and once a "
+            f"round leaves Π between {once['Π lowest']:.2f} and {once['Π highest']:.2f}") if top < 0.01 else ""  # fmt: skip
+    row_step = mechanism("Table II: mechanism: a router trained every batch spreads Π over the clients more than one step "
+                         "a round", verdict(list(spread_diffs), unit="(Π spread)"),
+                         paper="the router trains in the local steps (Algorithm 1, l. 19)",
+                         control="one router step a round", digits=3, note=note)  # fmt: skip
+    return [row_ari, row_step]
+
+
+def oracle_claims(oracle: pd.DataFrame, rate_swap, resolution: float = 1.0) -> list[dict]:
+    """The oracle's two claims on the trained network (``oracle``: :func:`oracle_table`), a client's own
+    cluster's fitted decision against its partner cluster's and against the best common one, and the
+    swap test with the router at the network's step size (``rate_swap``: per seed, points), judged
+    within ± ``resolution``."""
+    from ..experiments import claim_row, verdict
+
+    own = oracle["own cluster's"]
+    return [
+        claim_row("ours: on the trained network, a client scores higher with its own cluster's fitted decision than "
+                  "with its partner cluster's (the oracle, points)", verdict(own - oracle["partner cluster's"],
+                  resolution=resolution), paper="not measured"),
+        claim_row("ours: on the trained network, a cluster's fitted decision beats the best common one (the oracle, "
+                  "points)", verdict(own - oracle["best common"], resolution=resolution), paper="not measured"),
+        claim_row(f"ours: at the network's step size the router's decisions stay interchangeable (swap test within "
+                  f"±{resolution:g} point)", verdict(list(rate_swap), margin=resolution), paper="not measured"),
+    ]  # fmt: skip
+
+
+def departure_claims(result, options, ari: pd.DataFrame, mech: dict, *, paper_arm: str, frozen: str, plan=None,
+                     resolution: float = 1.0) -> list[dict]:  # fmt: skip
+    """The departures' claims: the paper's FedMN (arm ``paper_arm``) against each departure of the authors'
+    code (``options``: their names; arm "FedMN, <name>"), and the routing claim against its control, the
+    ARI with the router trained minus frozen at its initialisation (``ari``: per seed, a column per arm;
+    flagged by the swap test ``mech``)."""
+    from ..experiments import claim, claim_row, verdict
+
+    rows = [claim(f"ours: the paper's FedMN − {n} (both at the paper arm's tuned rate)", result, paper_arm,
+                  f"FedMN, {n}", paper="not measured", resolution=resolution, plan=plan, plan_name=n)
+            for n in options]  # fmt: skip
+    v = verdict(ari[paper_arm] - ari[frozen], unit="ARI", budget=result.budget(paper_arm, frozen))
+    rows.append(claim_row("ours: training the router makes clients of a label cluster share decisions (ARI, trained "
+                          "router − router frozen at its initialisation)", v, paper="routing per joint distribution",
+                          digits=2, mechanism=mech))  # fmt: skip
+    return rows
+
+
+def setup_rows(v: dict) -> list[tuple[str, str, str]]:
+    """The setup card's rows (what, ours, the paper's) from the chapter's parameters ``v`` (TRAIN_IMAGES,
+    TEST_IMAGES, LABEL_CLUSTERS, ALPHA, CLIENTS, ARCH, HIDDEN, ROUNDS, MOMENTUM, PRETRAIN_FRACTION,
+    PILOT_ROUNDS, SEEDS)."""
+    arch = v["ARCH"].replace(",", "×")
+    return [
+        ("Data", f"Fashion-MNIST, {v['TRAIN_IMAGES']:,} training and {v['TEST_IMAGES']:,} test images",
+         "CIFAR-10/100, EMNIST, FEMNIST"),
+        ("Split", f"FedEM's label clusters: {v['LABEL_CLUSTERS']} groups of classes, Dir({v['ALPHA']}) over the "
+         "clients", "the same"),
+        ("Clients", f"{v['CLIENTS']}, every one in every round", "80 (CIFAR-10), every one in every round"),
+        ("Model", f"LeNet; FedMN [{arch}]: LeNet bodies as encoders, blocks of {v['HIDDEN']} units",
+         "MobileNet-v2 or a 2-layer CNN; [3×3×3] on EMNIST"),
+        ("Training", f"{v['ROUNDS']} rounds of one local epoch, SGD (momentum {v['MOMENTUM']}), the first "
+         f"{v['PRETRAIN_FRACTION']:.0%} pretrain FedMN's encoders", "150 rounds of one local epoch, SGD"),
+        ("Tuning", f"learning rate per method on validation, a {v['PILOT_ROUNDS']}-round pilot; FedMN's router step "
+         "too", "a learning-rate grid"),
+        ("Seeds", f"{seeds_text(v['SEEDS'])} to start, more where a claim's plan asks", ""),
+    ]  # fmt: skip

@@ -104,12 +104,13 @@ class Router(nn.Module):
         self.phi_y = nn.Linear(n_classes, label_dim)  # one-hot label → R^{d_y}
         self.h = nn.Linear(feat_dim + label_dim, n_paths)  # single-layer perceptron → E logits
 
-    def logits(self, x: torch.Tensor, y: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    def logits(self, x: torch.Tensor, y: torch.Tensor, chunk: int = 1024):
         """G_m over all the given samples (eq. 9), summed chunk by chunk."""
         total = 0
         for s in range(0, len(y), chunk):
             xs, ys = x[s : s + chunk], y[s : s + chunk]
-            joint = torch.cat([self.phi_x(xs), self.phi_y(F.one_hot(ys, self.n_classes).float())], dim=1)
+            y_hot = F.one_hot(ys, self.n_classes).float()
+            joint = torch.cat([self.phi_x(xs), self.phi_y(y_hot)], dim=1)
             total = total + self.h(F.normalize(joint, dim=1)).sum(0)
         return total / max(len(y), 1)
 
@@ -203,8 +204,12 @@ class ModularNet(nn.Module):
             outs = outs * self.arch[0]
         return outs
 
-    def route(self, outs: list[torch.Tensor], c: torch.Tensor, n: int) -> torch.Tensor:
-        """Layers 2..L along the paths weighted by ``c`` (eq. 13), from layer 1's outputs."""
+    def route(self, outs: list[torch.Tensor], c: torch.Tensor, n: int):
+        """Layers 2..L along the paths weighted by ``c`` (eq. 13), from
+        layer 1's outputs.  A path that is off has weight 0 in u_j but still a
+        gradient, (ũ_k − u_j)/Σ_k C_jk: under ``decisions=binary`` it reaches
+        the router through eq. 5 (straight-through); relaxed, C = v·mask, a
+        pruned path gets none."""
         mats = self.path_matrices(c)
         alive = [True] * len(outs)
         for li, C in enumerate(mats):
@@ -213,19 +218,17 @@ class ModularNet(nn.Module):
             for j in range(C.shape[0]):
                 ks = [k for k in range(C.shape[1]) if alive[k]]
                 w = C[j, ks]
-                if not ks or w.detach().sum() == 0:  # eq. 13: no connected input → zero input → inactive block
+                if not ks or w.detach().sum() == 0:  # no input: inactive
                     new.append(None)
                     new_alive.append(False)
                     continue
-                # eq. 13 over the computed inputs.  With decisions=binary a path that is off has weight 0
-                # here but still a gradient, (ũ_k − u_j)/Σ_k C_jk, which reaches the router through eq. 5
-                # (straight-through); with relaxed decisions C = v·mask, so a pruned path gets none
+                # eq. 13: the weighted mean of the block's active inputs
                 u = sum(wk * outs[k] for wk, k in zip(w, ks)) / w.sum()
                 new.append(u if last else self.block(li, j)(u))
                 new_alive.append(True)
             outs, alive = new, new_alive
         logits = outs[0]
-        if logits is None:  # no active path reaches the output: uniform prediction
+        if logits is None:  # no active path to the output: uniform prediction
             return torch.zeros(n, self.router.n_classes, device=c.device)
         return logits
 
@@ -351,28 +354,38 @@ class FedMNClient(Client):
 
     # -- the decision (eqs. 5, 9, 10) --------------------------------------------------------
     def decide(self, rnd: int, train: bool = True):
-        """This round's decision: (mask of the paths that are on, relaxed values v, noise, τ).
-
-        ``relaxed`` (the paper: V_m approximated by a vector in [0, 1]^E): v from eq. 5, used as
-        the path weights of eq. 13; weights below ``prune`` count as 0, so that a block can be
-        inactive.  ``binary``: the paths with v > ½, straight-through.  ``softmax``: the authors'
-        code.  Evaluation draws no noise: v = σ(G/τ) at the round's τ (binary: the mode 1[Π > ½])."""
-        net, opts = self.model, self.opt
+        """This round's decision: (mask of the paths that are on, relaxed
+        values v, noise, τ).  v from eq. 5 is the path weights of eq. 13; a
+        weight below ``prune`` counts as 0, so that a block can be inactive.
+        Evaluation draws no noise: v = σ(G/τ) at the round's τ.  The options
+        ``binary`` and ``softmax``: :meth:`decide_option`."""
         x, y = self.data.split("train")
         with torch.no_grad():
-            g = net.router.logits(x, y)  # G_m (eq. 9); Π_m = σ(G_m) (eq. 10)
-        tau = temperature(rnd, self.cfg, opts)
+            g = self.model.router.logits(x, y)  # G_m (eq. 9); Π_m = σ(G_m)
+        tau = temperature(rnd, self.cfg, self.opt)
+        if self.opt["decisions"] != "relaxed":
+            return self.decide_option(g, tau, train)
+        noise = self.logistic_noise(g) if train else torch.zeros_like(g)
+        v = torch.sigmoid((noise + g) / tau)  # eq. 5 (log π/(1−π) = G)
+        return (v > self.opt["prune"]).float(), v, noise, tau
+
+    def logistic_noise(self, g):
+        """log ε − log(1 − ε), ε ~ U(0, 1) (eq. 5), one value a path."""
+        eps = torch.rand(g.shape, generator=self.generator).to(g).clamp(1e-6, 1 - 1e-6)
+        return torch.log(eps) - torch.log1p(-eps)
+
+    def decide_option(self, g, tau, train):
+        """:meth:`decide` under the options: ``binary``, the paths with v > ½,
+        straight-through (evaluation: the mode 1[Π > ½]); ``softmax``, the authors'
+        code (every path on, weighted by a softmax of G/τ, no noise)."""
         noise = torch.zeros_like(g)
-        if opts["decisions"] == "softmax":
-            v = softmax_weights(net, g / tau)
+        if self.opt["decisions"] == "softmax":
+            v = softmax_weights(self.model, g / tau)
             return torch.ones_like(v), v, noise, tau
         if train:
-            eps = torch.rand(g.shape, generator=self.generator).to(g).clamp(1e-6, 1 - 1e-6)
-            noise = torch.log(eps) - torch.log1p(-eps)
+            noise = self.logistic_noise(g)
         v = torch.sigmoid((noise + g) / tau)  # eq. 5 (log π/(1−π) = G)
-        if opts["decisions"] == "binary":
-            return (v > 0.5).float(), v, noise, tau
-        return (v > opts["prune"]).float(), v, noise, tau
+        return (v > 0.5).float(), v, noise, tau
 
     def weights(self, mask, v):
         """Path weights C for eq. 13 from a decision; differentiable in v."""
