@@ -115,3 +115,91 @@ def soft_vs_parameters(soft: pd.DataFrame, params: pd.DataFrame, batch_mb: float
     both = params.up + params.down
     return {"as run": np.log(both / (soft.up + soft.down)).dropna(),
             "batch sent": np.log(both / (2 * soft.up + batch_mb)).dropna()}  # fmt: skip
+
+
+# --- what the page shows: tables, figures and sentences built from the runs ---------------------------
+
+STRONG = "#c0392b"  # the paper's method, in every curve plot of the chapter
+COLUMNS = {  # paper_vs_ours's columns -> the headers the page shows
+    "paper Fashion_MNIST": "paper",
+    "ours mean_acc": "ours",
+    "seeds": "seeds",
+    "still improving": "still improving",
+    "ours pooled, at the round of best mean val": "ours, pooled (best-val round)",
+}
+
+
+def accuracy_view(table: pd.DataFrame) -> pd.DataFrame:
+    """A table of :func:`pflkit.verdicts.paper_vs_ours` (or several, concatenated) with the page's headers:
+    "paper", "ours" (mean ± 95 % CI), "seeds", "still improving"; the row labels named "method"; the
+    paper's missing numbers "—", the others rounded to the paper's two digits."""
+    out = table.rename(columns=COLUMNS).rename_axis(index=lambda n: "method" if n == "arm" else n)
+    if "paper" in out:
+        out["paper"] = [("—" if v != v else f"{v:.2f}") if isinstance(v, float) else v for v in out["paper"]]
+    return out
+
+
+def muted_palette(arms, strong: str = "KT-pFL") -> dict:
+    """One colour per arm: ``strong`` (and arms named after it, such as "KT-pFL (parameters)") in the
+    chapter's strong red, every other arm in a muted colour of its own."""
+    import seaborn as sns
+
+    others = [a for a in arms if not str(a).startswith(strong)]
+    muted = sns.color_palette("muted", max(len(others), 1))
+    pal = {a: sns.desaturate(c, 0.45) for a, c in zip(others, muted)}
+    return pal | {a: STRONG for a in arms if str(a).startswith(strong)}
+
+
+def curves(
+    hist: pd.DataFrame, panel: str, *, strong: str = "KT-pFL", width: float = 7.0, ylabel: str = "", titles=None
+):
+    """Accuracy by round, one panel per value of ``panel`` (``hist``: round, mean_acc, arm, seed and the panel
+    column), the mean over seeds; ``strong`` drawn thick in the strong colour, the rest thin and muted; one
+    legend under the panels.  Returns the figure (text at least 9 pt)."""
+    import matplotlib.pyplot as plt
+
+    keys = list(dict.fromkeys(hist[panel]))
+    arms = list(dict.fromkeys(hist["arm"]))
+    pal = muted_palette(arms, strong)
+    with plt.rc_context({"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "legend.fontsize": 9.5}):
+        fig, axes = plt.subplots(1, len(keys), figsize=(width, 3.3), sharey=True, squeeze=False)
+        for ax, key in zip(axes[0], keys):
+            mean = hist[hist[panel] == key].groupby(["arm", "round"], sort=False).mean_acc.mean()
+            for arm in arms:
+                if arm in mean.index.get_level_values(0):
+                    s = mean[arm]
+                    bold = str(arm).startswith(strong)
+                    ax.plot(
+                        s.index, s.values, color=pal[arm], lw=2.4 if bold else 1.2, zorder=3 if bold else 2, label=arm
+                    )
+            ax.set(title=(titles or {}).get(key, f"{panel} = {key}" if panel != "split" else str(key)), xlabel="round")
+            ax.grid(alpha=0.3)
+        axes[0][0].set_ylabel(ylabel or "mean client test accuracy (%)")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        for ax in axes[0][1:]:  # arms that only a later panel has
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
+        fig.tight_layout()
+    return fig
+
+
+def claim_lines(rows: list[dict]) -> str:
+    """Claims as the bullets under a table: each claim, its word with its flags, our difference and
+    interval (:func:`pflkit.verdicts.say`); the notes stay in the claims table's fold."""
+    from ..verdicts import say
+
+    return "\n".join(f"* {r['claim']}: {say(r)}." for r in rows)
+
+
+def split_claims(table: pd.DataFrame, rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A claims table (:func:`pflkit.verdicts.claims_table`, indexed by claim) cut in two: the paper's claims,
+    and our own checks (:func:`pflkit.verdicts.is_own`: mechanisms, controls, questions we added), each in the
+    table's order."""
+    from ..verdicts import is_own
+
+    own = {r["claim"] for r in rows if is_own(r)}
+    mine = table.index.isin(list(own))
+    return table[~mine], table[mine]
