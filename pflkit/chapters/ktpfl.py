@@ -194,12 +194,369 @@ def claim_lines(rows: list[dict]) -> str:
     return "\n".join(f"* {r['claim']}: {say(r)}." for r in rows)
 
 
-def split_claims(table: pd.DataFrame, rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A claims table (:func:`pflkit.verdicts.claims_table`, indexed by claim) cut in two: the paper's claims,
-    and our own checks (:func:`pflkit.verdicts.is_own`: mechanisms, controls, questions we added), each in the
-    table's order."""
+def split_claims(table: pd.DataFrame, rows: list[dict], aside=()) -> tuple[pd.DataFrame, ...]:
+    """A claims table (:func:`pflkit.verdicts.claims_table`, indexed by claim) cut in three, each in the
+    table's order: the paper's claims on the main path; the paper's claims whose text starts with one of
+    ``aside`` (those judged in the laboratory notes); and our own checks (:func:`pflkit.verdicts.is_own`:
+    mechanisms, controls, questions we added)."""
     from ..verdicts import is_own
 
-    own = {r["claim"] for r in rows if is_own(r)}
-    mine = table.index.isin(list(own))
-    return table[~mine], table[mine]
+    own = table.index.isin([r["claim"] for r in rows if is_own(r)])
+    noted = table.index.str.startswith(tuple(aside)) & ~own if aside else np.zeros(len(table), bool)
+    return table[~own & ~noted], table[noted], table[own]
+
+
+# --- the laboratory notes' tables and sentences -------------------------------------------------------
+
+W_SELF, G_RATIO = "self-weight in the teacher", "distillation / private gradient"
+
+
+def model_sizes(archs: list[str], full: list[str], profile: str, per_round: int) -> pd.DataFrame:
+    """Each architecture's parameters at ``profile`` beside its full-width model's (the ``paper`` profile's,
+    ``full``, in the same order), their ratio, and the KB of soft predictions a client sends a round
+    (``per_round`` public images × 10 classes, float32)."""
+    from ..models import build_model, n_params
+
+    params = {a: n_params(build_model(a, (1, 28, 28), 10)) for a in {*archs, *full}}
+    out = pd.DataFrame(
+        {
+            "parameters": [params[a] for a in archs],
+            "paper profile's model": full,
+            "its parameters": [params[b] for b in full],
+        },
+        index=pd.Index(archs, name="model"),
+    )
+    out[f"ratio {profile} / paper"] = (out["parameters"] / out["its parameters"]).round(4)
+    out["soft predictions per round (KB)"] = per_round * 10 * 4 / 1e3
+    return out
+
+
+def model_cost(models: list[str]) -> pd.DataFrame:
+    """Parameters and multiply-adds per 28×28 image of each model (Table 2's and the paper's)."""
+    from ..models import build_model, n_params
+
+    built = {h: build_model(h, (1, 28, 28), 10) for h in dict.fromkeys(models)}
+    return pd.DataFrame(
+        {
+            "parameters": {h: n_params(m) for h, m in built.items()},
+            "multiply-adds per image": {h: multiply_adds(m) for h, m in built.items()},
+        }
+    ).rename_axis(index="model")
+
+
+def split_summary(fed) -> str:
+    """A federation's clients in one sentence: the median training images a client and the classes
+    it holds (over 1 % of its images), on average."""
+    counts = fed.partition.class_counts(fed.ds.y_train.numpy())
+    held = np.mean((counts / counts.sum(1, keepdims=True) > 0.01).sum(1))
+    return f"training images per client median {np.median(counts.sum(1)):.0f}; classes held per client (> 1 % of its images): {held:.1f}"
+
+
+def channel_frame(results: dict, arms, local: str) -> pd.DataFrame:
+    """The distillation channel's probes (:func:`kt_probe`) of ``arms`` in each split's result: one row per
+    split, arm, seed and evaluated round, with the mean self-weight (none for ``local``, which has no
+    teacher) and the mean distillation-to-private gradient ratio over the clients."""
+    rows = []
+    for split, res in results.items():
+        for a, s in res.records:
+            if a not in arms:
+                continue
+            for rnd, p in res.probes(a, s).items():
+                if p and "grad_ratio" in p:
+                    w = np.nan if a == local else np.mean(p["self_weight"])
+                    rows.append(
+                        {
+                            "split": split,
+                            "arm": a,
+                            "seed": s,
+                            "round": int(rnd),
+                            W_SELF: w,
+                            G_RATIO: np.mean(p["grad_ratio"]),
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def channel_last(diag: pd.DataFrame) -> pd.DataFrame:
+    """Per split and arm, the channel at each run's last evaluated round, averaged over seeds."""
+    last = diag["round"] == diag.groupby(["split", "arm", "seed"])["round"].transform("max")
+    return diag[last].groupby(["split", "arm"])[[W_SELF, G_RATIO]].mean().rename_axis(index=["split", "method"])
+
+
+def channel_sentence(last: pd.DataFrame, clients: int) -> str:
+    """What :func:`channel_last` says of KT-pFL against FedMD on each split."""
+    splits = list(dict.fromkeys(last.index.get_level_values(0)))
+    parts = [
+        f"on {s}, KT-pFL's distillation gradient is {last.loc[(s, 'KT-pFL'), G_RATIO]:.2f} of its private one (FedMD's "
+        f"{last.loc[(s, 'FedMD'), G_RATIO]:.2f}) and its self-weight {last.loc[(s, 'KT-pFL'), W_SELF]:.2f}, against 1/N = {1 / clients:.2f}"
+        for s in splits
+    ]
+    return (
+        "At the last round: "
+        + "; ".join(parts)
+        + ". A ratio well below 1 leaves a client's training to its own labels; near or "
+        "above 1, distillation pulls about as hard as they do."
+    )
+
+
+def architecture_table(groups: pd.DataFrame, near_chance: float) -> tuple[pd.DataFrame, str]:
+    """Per split, arm and architecture (``groups``: :func:`by_architecture` with a split column), the mean
+    accuracy over seeds with the lowest seed's in brackets; and the sentence that counts the
+    architecture-seed pairs below ``near_chance`` % and names the lowest."""
+    summary = groups.groupby(["split", "arm", "architecture"], sort=False).acc.agg(["mean", "min"])
+    table = summary.apply(lambda r: f"{r['mean']:.1f} ({r['min']:.1f})", axis=1).unstack("architecture")
+    low = groups[groups.acc < near_chance]
+    collapsed = low.groupby(["split", "arm"]).size()
+    worst = groups.loc[groups.acc.idxmin()]
+    text = (
+        f"Architecture-seed pairs below {near_chance:g} %: "
+        + ("; ".join(f"{a} on {s}: {n}" for (s, a), n in collapsed.items()) if len(low) else "none")
+        + f". The lowest: {worst.arm}'s {worst.architecture} clients on {worst.split}, seed {worst.seed}, at {worst.acc:.1f} %."
+    )
+    return table.rename_axis(index=["split", "method"]), text
+
+
+def coefficient_rows(c: np.ndarray, sim: np.ndarray) -> dict:
+    """One run's learned c against its clients' label similarity: the Spearman correlation of c_mn and the
+    similarity over pairs m ≠ n (0 when either is constant: no preference), and the mean self-weight."""
+    from scipy.stats import spearmanr
+
+    off = ~np.eye(len(c), dtype=bool)
+    r_s = spearmanr(c[off], sim[off])[0] if np.ptp(c[off]) > 0 and np.ptp(sim[off]) > 0 else 0.0
+    return {"Spearman(c, label similarity)": r_s, "mean self-weight c_nn": np.diag(c).mean()}
+
+
+def class_order(mix: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Clients ordered by their two largest classes (``mix``: clients × classes), so that clients with the
+    same two classes sit side by side, and each client's label ("3&7") in that order."""
+    top2 = np.sort(np.argsort(-mix, axis=1)[:, :2], axis=1)
+    order = np.lexsort(top2.T[::-1])
+    return order, ["&".join(str(k) for k in top2[i]) for i in order]
+
+
+def last_c(result, arm: str, seed: int) -> tuple[np.ndarray, int]:
+    """KT-pFL's c after a run's last probed round (an arm that ran on: its own last round), and that round."""
+    p = result.probes(arm, seed)
+    return np.array(p[max(p)]["c"]), max(p)
+
+
+# --- Table 2 ---------------------------------------------------------------------------------------------
+
+PAPER_TRAIN_SHARE = 0.75  # §5.1: each client's data split 75/25 into training and test
+NAME2 = {
+    "FedAvg": "Fedavg",
+    "Per-FedAvg": "Per-Fedavg",
+    "FedAvg + FT": "Fedavg-Local FT",
+    "KT-pFL (parameters)": "KT-pFL",
+    "KT-pFL": None,
+}
+"""Our Table 2 arm -> the paper's row (the paper's KT-pFL row is the parameter-exchanging one; the soft one has none)."""
+
+
+def sampling_rate(n: int) -> float:
+    """§5.1: 20 clients all in every round; 100 clients at a sampling rate of 0.1."""
+    return 1.0 if n <= 20 else 0.1
+
+
+def near_column(points: float) -> str:
+    return f"within {points:g} points"
+
+
+def table2_frame(results: dict, paper: pd.DataFrame, near_points: float) -> pd.DataFrame:
+    """Table 2 at each client count (``results``: n -> SweepResult; ``paper``: the paper's Table 2 rows on
+    Fashion_MNIST): :func:`~pflkit.verdicts.paper_vs_ours` with ours − paper (the mean's gap), whether it
+    lies within ``near_points`` ("—" where the paper has no number) and the client count."""
+    from ..verdicts import paper_vs_ours
+
+    frames = []
+    for n, res in results.items():
+        d = paper[paper.setting.str.startswith(f"{n} clients")]
+        pub = {a: dict(zip(d.method, d.value)).get(NAME2.get(a, a), np.nan) for a in res.arms}
+        t = paper_vs_ours(res, pub, label="paper Fashion_MNIST")
+        t["ours − paper"] = [res.values(a).mean() - pub[a] for a in t.index]
+        frames.append(t.assign(clients=n))
+    out = pd.concat(frames)
+    gaps = out["ours − paper"]
+    out[near_column(near_points)] = ["—" if np.isnan(g) else "yes" if abs(g) <= near_points else "no" for g in gaps]
+    return out
+
+
+def paper_margin(paper_n: pd.Series, n: int) -> str:
+    """The paper's KT-pFL margin over its strongest other method at ``n`` clients (``paper_n``: method -> value)."""
+    if "KT-pFL" not in paper_n:
+        return "— (the paper has no run at this client count)"
+    best = paper_n.drop("KT-pFL").idxmax()
+    return f"{paper_n['KT-pFL'] - paper_n[best]:+.2f} vs {best} ({n} clients)"
+
+
+def table2_outcome(
+    rows: pd.DataFrame,
+    n: int,
+    *,
+    near_points: float,
+    near_goal: int,
+    profile: str,
+    images_each: float,
+    pool: int,
+    public: int,
+    all_images: int,
+    rounds: int,
+    local_epochs: int,
+    model_words: str | None = None,
+    kp: str = "KT-pFL (parameters)",
+) -> str:
+    """Whether Table 2's runs at ``n`` clients (``rows``: :func:`table2_frame` at n) meet the table's goal (at
+    least ``near_goal`` methods within ``near_points`` of the paper), and what the runs say of the misses:
+    ``images_each`` training images a client of a ``pool`` less ``public`` ones, against ``all_images`` of
+    Fashion-MNIST spread over the paper's clients; ``rounds`` of ``local_epochs``; ``model_words``: the model
+    every client runs where it is not the paper's CNN (None: it is)."""
+    near = near_column(near_points)
+    rows = rows[rows[near] != "—"]
+    goal = f"at least {near_goal} methods within {near_points:g} points of the paper's Fashion_MNIST numbers"
+    if rows.empty:
+        return f"The paper has no Fashion_MNIST run with {n} clients: the goal ({goal}) is not assessed at `{profile}`."
+    hits = int((rows[near] == "yes").sum())
+    text = (
+        f"With {n} clients, {hits} of {len(rows)} methods land within {near_points:g} points of the paper: the goal "
+        f"({goal}) is **{'met' if hits >= near_goal else 'not met'}**."
+    )
+    misses = rows[rows[near] == "no"]
+    if misses.empty:
+        return text
+    text += (
+        " Further off (ours − paper): " + ", ".join(f"{a} {d:+.1f}" for a, d in misses["ours − paper"].items()) + "."
+    )
+    below, above = misses[misses["ours − paper"] < 0], misses[misses["ours − paper"] > 0]
+    limited = [a for a in below.index if below.loc[a, "still improving"] == "yes"]
+    settled = [a for a in below.index if below.loc[a, "still improving"] == "no"]
+    reasons = []
+    if len(below):
+        reasons.append(
+            f"each client trains on about {images_each:.0f} images ({pool:,} training images less the {public:,} public "
+            f"ones, over {n} clients, less validation); the paper does not give its clients' sizes, but were all "
+            f"{all_images:,} Fashion-MNIST images spread over its {n} clients, its {PAPER_TRAIN_SHARE:.0%} training split "
+            f"would give each about {PAPER_TRAIN_SHARE * all_images / n:.0f}"
+        )
+    if len(below) and sampling_rate(n) < 1:
+        reasons.append(
+            f"at a sampling rate of {sampling_rate(n):g} a client trains in about {rounds * sampling_rate(n):.0f} of the {rounds} rounds"
+        )
+    if limited:
+        reasons.append(
+            f"{', '.join(limited)} still improved at the end of {rounds} rounds of {local_epochs} local epochs (budget-limited)"
+        )
+    if settled:
+        reasons.append(f"{', '.join(settled)} had stopped improving by the last evaluation (at this learning rate)")
+    if len(below) and model_words:
+        reasons.append(
+            f"every client runs {model_words}, not the paper's CNN of McMahan et al. (the two models' sizes are in the "
+            "laboratory notes)"
+        )
+    if "pFedHN" in below.index:
+        reasons.append("pFedHN keeps the authors' client learning rate, untuned here")
+    if kp in misses.index:
+        reasons.append(f"{kp} is our reading of a variant the paper details only in an appendix we lack (Deviations)")
+    if len(above):
+        reasons.append(
+            f"{', '.join(above.index)} {'lies' if len(above) == 1 else 'lie'} above the paper's number, which nothing "
+            "measured here explains (the split and test protocol differ from the paper's: Deviations)"
+        )
+    return text + " What the runs show: " + "; ".join(reasons) + "."
+
+
+# --- Tables 3–6 and Figure 5 -------------------------------------------------------------------------------
+
+ARM_OF = {
+    r"local epochs E=(\d+)": "E={:g}",
+    r"distillation steps R=(\d+)": "R={:g}",
+    r"rho=([\d.]+)": "ρ={:g}",
+    r"\|D_r\|=(\d+)": "|D_r|={:g}",
+}
+"""The paper's setting in Tables 3, 4 and 6 -> the name of our arm at that value."""
+
+
+def paper_factors(paper: pd.DataFrame) -> dict:
+    """The paper's Fashion_MNIST numbers of Tables 3–6, read from its results (``paper``): ``arms`` (our arm's
+    name -> the paper's number, Tables 3, 4 and 6), ``E`` (Table 3's local-epochs rows: E -> value), ``rho``
+    (Table 4: ρ -> value), ``public`` (Table 6: |D_r| -> value) and ``domain`` (Table 5: MNIST − the
+    unlabeled open dataset)."""
+    import re
+
+    fm = paper[paper.dataset == "Fashion_MNIST"]
+    h = fm[fm.table.isin(["Table 3", "Table 4", "Table 6"])]
+    arms = {
+        form.format(float(m[1])): value
+        for setting, value in zip(h.setting, h.value)
+        for pattern, form in ARM_OF.items()
+        if (m := re.search(pattern, setting))
+    }
+    t3 = fm[(fm.table == "Table 3") & fm.setting.str.startswith("local epochs")]
+    t4, t6 = fm[fm.table == "Table 4"], fm[fm.table == "Table 6"]
+    t5 = fm[fm.table == "Table 5"].set_index("setting").value
+    return {
+        "arms": arms,
+        "E": dict(zip(t3.setting.str.extract(r"E=(\d+)")[0].astype(int), t3.value)),
+        "rho": dict(zip(t4.setting.str.extract(r"rho=([\d.]+)")[0].astype(float), t4.value)),
+        "public": dict(zip(t6.setting.str.extract(r"=(\d+)")[0].astype(int), t6.value)),
+        "domain": t5["public dataset MNIST"] - t5["public dataset Unlabeled Open Dataset"],
+    }
+
+
+PARTS = [
+    "soft predictions (up)",
+    "teacher (down)",
+    "public batch indices (down)",
+    "public batch images (down)",
+    "parameters (up)",
+    "parameters (down)",
+]
+
+
+def per_client_round(result, arm: str, n_clients: int, soft: bool = False) -> pd.Series:
+    """An arm's MB per client and round, by part. The ledger counts bytes up and down; a soft-prediction
+    method uploads only s(w_n, ξ_r) and downloads its teacher (the same |ξ_r| × C floats) and the indices of
+    ξ_r, so the download less the upload is the indices. A parameter-exchanging method sends parameters both
+    ways."""
+    up, down = round_mb(result, arm, n_clients).mean()
+    if soft:
+        return pd.Series({"soft predictions (up)": up, "teacher (down)": up, "public batch indices (down)": down - up})
+    return pd.Series({"parameters (up)": up, "parameters (down)": down})
+
+
+def figure5_table(
+    hetero, homog, clients: int, n: int, batch_mb: float, kp: str = "KT-pFL (parameters)"
+) -> pd.DataFrame:
+    """Figure 5's bars, MB per client and round by part (:data:`PARTS`): KT-pFL on Table 1's runs (``hetero``,
+    ``clients`` clients), FedAvg, FedAMP and both KT-pFL variants on Table 2's (``homog``, ``n`` clients), and
+    the heterogeneous KT-pFL again as if the server sent the round's public images (``batch_mb``) instead of
+    their indices."""
+    rows = {"KT-pFL (heterogeneous, soft predictions)": per_client_round(hetero, "KT-pFL", clients, soft=True)}
+    names = {"KT-pFL": "KT-pFL (homogeneous, soft predictions)", kp: "KT-pFL (homogeneous, parameters)"}
+    for a in ("FedAvg", "FedAMP", kp, "KT-pFL"):
+        rows[names.get(a, f"{a} (parameters)")] = per_client_round(homog, a, n, soft=a == "KT-pFL")
+    sent = rows["KT-pFL (heterogeneous, soft predictions)"].copy()
+    sent["public batch indices (down)"], sent["public batch images (down)"] = 0.0, batch_mb  # images, not indices
+    rows["KT-pFL (heterogeneous), public batch sent"] = sent
+    return pd.DataFrame(rows).T.reindex(columns=PARTS).fillna(0.0)
+
+
+def figure5_sentence(fig5: pd.DataFrame, label: str, per_round: int, batch_mb: float) -> str:
+    """What Figure 5's bars say: a FedAvg upload against a KT-pFL one, and a client's round with the public
+    images counted as sent against FedAvg's (``label``: the homogeneous model's name)."""
+    ratio = (
+        fig5.loc["FedAvg (parameters)", "parameters (up)"]
+        / fig5.loc["KT-pFL (homogeneous, soft predictions)", "soft predictions (up)"]
+    )
+    fedavg = fig5.loc["FedAvg (parameters)"].sum()
+    kt = fig5.loc["KT-pFL (heterogeneous), public batch sent"].sum()
+    end = (
+        "soft predictions still move less."
+        if kt < fedavg
+        else f"with a model as small as {label}, the images outweigh the parameters they replace."
+    )
+    return (
+        f"A FedAvg upload of {label} is {ratio:.1f}× a KT-pFL upload of {per_round} soft predictions. Counting the round's "
+        f"public images as sent ({batch_mb:.2f} MB; our reading of the Data bar of the paper's Figure 5, 'batch size used "
+        f"in distillation phase'), a KT-pFL client's round moves {kt:.2f} MB against FedAvg's {fedavg:.2f} MB ({label} "
+        f"both ways): " + end
+    )
