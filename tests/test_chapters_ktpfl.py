@@ -7,15 +7,41 @@ import pytest
 from torch import nn
 
 from pflkit.chapters.ktpfl import (
+    G_RATIO,
+    PARTS,
+    STRONG,
+    W_SELF,
+    accuracy_view,
+    architecture_table,
     by_architecture,
     c_mechanism,
     c_moved,
     c_probe,
+    channel_frame,
+    channel_last,
+    channel_sentence,
+    claim_lines,
+    class_order,
+    coefficient_rows,
+    curves,
+    figure5_sentence,
+    figure5_table,
     kt_probe,
     label_similarity,
+    last_c,
+    model_cost,
+    model_sizes,
     multiply_adds,
+    muted_palette,
+    paper_factors,
+    paper_margin,
     round_mb,
+    sampling_rate,
     soft_vs_parameters,
+    split_claims,
+    split_summary,
+    table2_frame,
+    table2_outcome,
 )
 from pflkit.engine import Federation, run
 from tests.conftest import tiny_config
@@ -109,3 +135,205 @@ def test_figure_5_ledger_per_client_round_and_the_two_readings():
     assert list(d["as run"].index) == [0]  # paired seeds only
     assert d["as run"][0] == pytest.approx(np.log(20 / 2.5))
     assert d["batch sent"][0] == pytest.approx(np.log(20 / (2 * 1.0 + 3.0)))
+
+
+# --- what the page shows -------------------------------------------------------------------------------
+
+
+class Ledger:
+    """The parts of a SweepResult that the page's tables read: per-arm values, improving flags, probes
+    and the final ledgers."""
+
+    def __init__(self, values: dict, improving=None, probes=None, finals=None):
+        import pandas as pd
+
+        self.arms = list(values)
+        self._values = {a: pd.Series(v, index=range(len(v)), dtype=float) for a, v in values.items()}
+        self._improving = improving or {}
+        self._probes = probes or {}
+        self._finals = finals
+        self.records = {(a, s): {} for a, v in values.items() for s in range(len(v))}
+
+    def values(self, arm, metric="mean_acc"):
+        return self._values[arm]
+
+    def improving(self, arm):
+        return self._improving.get(arm, False)
+
+    def probes(self, arm, seed):
+        return self._probes[arm, seed]
+
+    def finals(self):
+        return self._finals
+
+
+def test_accuracy_view_names_the_columns_and_dashes_the_missing_paper_numbers():
+    import pandas as pd
+
+    t = pd.DataFrame({"paper Fashion_MNIST": [75.481, float("nan")], "ours mean_acc": ["78.4 ± 4.8", "70.0 ± 1.0"],
+                      "seeds": [3, 3], "still improving": ["no", "yes"]},
+                     index=pd.Index(["KT-pFL", "Local"], name="arm"))  # fmt: skip
+    view = accuracy_view(t)
+    assert list(view.columns) == ["paper", "ours", "seeds", "still improving"] and view.index.name == "method"
+    assert list(view["paper"]) == ["75.48", "—"]
+
+
+def test_muted_palette_gives_the_paper_method_the_strong_colour_alone():
+    pal = muted_palette(["FedMD", "KT-pFL", "KT-pFL (parameters)", "Local"])
+    assert pal["KT-pFL"] == STRONG and pal["KT-pFL (parameters)"] == STRONG
+    assert STRONG not in (pal["FedMD"], pal["Local"]) and pal["FedMD"] != pal["Local"]
+
+
+def test_curves_draw_one_panel_per_value_the_mean_over_seeds_and_the_strong_arm_thick():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    hist = pd.DataFrame({"round": [1, 2, 1, 2, 1, 2], "mean_acc": [10.0, 20.0, 30.0, 40.0, 50.0, 70.0],
+                         "arm": ["KT-pFL", "KT-pFL", "KT-pFL", "KT-pFL", "FedMD", "FedMD"], "seed": [0, 0, 1, 1, 0, 0],
+                         "split": ["a", "a", "a", "a", "b", "b"]})  # fmt: skip
+    fig = curves(hist, "split")
+    a, b = fig.axes
+    (kt,) = a.get_lines()
+    assert list(kt.get_ydata()) == [20.0, 30.0] and kt.get_linewidth() > b.get_lines()[0].get_linewidth()
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["KT-pFL", "FedMD"]  # FedMD only in panel b
+    assert a.get_title() == "a" and fig.get_size_inches()[0] == pytest.approx(7.0)
+    plt.close(fig)
+
+
+def test_claim_lines_and_split_claims_keep_each_claims_word_and_flags():
+    import pandas as pd
+
+    rows = [
+        {"claim": "Table 1: KT-pFL beats FedMD", "verdict": "reproduces", "flags": ["budget-limited"],
+         "ours (a − b, 95 % CI)": "+1.0 [+0.2, +1.8] (3 seeds)"},
+        {"claim": "Table 3: more epochs help", "verdict": "inconclusive", "flags": [], "ours (a − b, 95 % CI)": "+0.1"},
+        {"claim": "Table 1: mechanism: c moves", "verdict": "reproduces", "flags": [], "kind": "mechanism",
+         "ours (a − b, 95 % CI)": "0.9"},
+    ]  # fmt: skip
+    text = claim_lines(rows[:1])
+    assert text == "* Table 1: KT-pFL beats FedMD: **reproduces** · *budget-limited*, +1.0 [+0.2, +1.8] (3 seeds)."
+    table = pd.DataFrame({"verdict": [r["verdict"] for r in rows]}, index=[r["claim"] for r in rows])
+    main, noted, own = split_claims(table, rows, aside=("Table 3",))
+    assert list(main.index) == [rows[0]["claim"]] and list(noted.index) == [rows[1]["claim"]]
+    assert list(own.index) == [rows[2]["claim"]]
+    main, noted, own = split_claims(table, rows)
+    assert len(main) == 2 and noted.empty
+
+
+def test_model_sizes_and_cost_compare_each_model_with_its_full_width_one():
+    sizes = model_sizes(["lenet"], ["fedavg-cnn"], "book", per_round=100)
+    assert sizes.loc["lenet", "ratio book / paper"] == pytest.approx(
+        sizes.loc["lenet", "parameters"] / sizes.loc["lenet", "its parameters"], abs=1e-4
+    )
+    assert sizes.loc["lenet", "soft predictions per round (KB)"] == pytest.approx(4.0)  # 100 × 10 float32
+    cost = model_cost(["lenet", "fedavg-cnn", "lenet"])
+    assert list(cost.index) == ["lenet", "fedavg-cnn"] and (cost["multiply-adds per image"] > 0).all()
+    assert cost.loc["fedavg-cnn", "parameters"] > cost.loc["lenet", "parameters"]
+
+
+def test_split_summary_counts_images_and_classes_per_client():
+    cfg = tiny_config(partition="pathological", classes_per_client=2, clients=4)
+    text = split_summary(Federation.from_config(cfg))
+    assert text.startswith("training images per client median ") and text.endswith("2.0")
+
+
+def test_the_channel_frame_last_round_and_sentence():
+    import pandas as pd
+
+    probe = lambda w, g: {"self_weight": [w, w], "grad_ratio": [g, g]}  # noqa: E731
+    res = Ledger(
+        {"KT-pFL": [0], "FedMD": [0], "Local (λ = 0)": [0], "FedDF": [0]},
+        probes={
+            ("KT-pFL", 0): {1: probe(0.5, 0.2), 2: probe(0.6, 0.3)},
+            ("FedMD", 0): {2: probe(0.25, 0.1)},
+            ("Local (λ = 0)", 0): {2: probe(0.0, 0.0)},
+        },  # fmt: skip
+    )
+    diag = channel_frame({"Non-IID_1": res}, ("KT-pFL", "FedMD", "Local (λ = 0)"), "Local (λ = 0)")
+    assert len(diag) == 4 and diag[diag.arm == "Local (λ = 0)"][W_SELF].isna().all()
+    last = channel_last(diag)
+    assert last.loc[("Non-IID_1", "KT-pFL"), G_RATIO] == pytest.approx(0.3)
+    text = channel_sentence(last, clients=4)
+    assert "KT-pFL's distillation gradient is 0.30 of its private one (FedMD's 0.10)" in text and "1/N = 0.25" in text
+    assert isinstance(last, pd.DataFrame)
+
+
+def test_architecture_table_reads_mean_and_lowest_seed_and_counts_collapses():
+    import pandas as pd
+
+    groups = pd.DataFrame({"split": ["A"] * 4, "arm": ["KT-pFL"] * 4, "seed": [0, 1, 0, 1],
+                           "architecture": ["lenet", "lenet", "mlp", "mlp"], "acc": [80.0, 60.0, 10.0, 30.0]})  # fmt: skip
+    table, text = architecture_table(groups, near_chance=20.0)
+    assert table.loc[("A", "KT-pFL"), "lenet"] == "70.0 (60.0)" and table.loc[("A", "KT-pFL"), "mlp"] == "20.0 (10.0)"
+    assert text.startswith("Architecture-seed pairs below 20 %: KT-pFL on A: 1.") and "seed 0, at 10.0 %" in text
+
+
+def test_coefficient_rows_class_order_and_last_c():
+    c = np.array([[0.6, 0.1, 0.3], [0.2, 0.8, 0.1], [0.2, 0.1, 0.6]])
+    sim = np.array([[1.0, 0.1, 0.9], [0.1, 1.0, 0.2], [0.9, 0.2, 1.0]])
+    row = coefficient_rows(c, sim)
+    assert row["mean self-weight c_nn"] == pytest.approx(2.0 / 3)
+    assert row["Spearman(c, label similarity)"] > 0.5  # the large c's sit on the similar pairs
+    assert coefficient_rows(np.full((3, 3), 1 / 3), sim)["Spearman(c, label similarity)"] == 0.0  # constant c
+    mix = np.array([[0, 0.5, 0, 0.5], [0.5, 0.5, 0, 0], [0, 0.4, 0, 0.6], [0.5, 0.5, 0, 0]])
+    order, tags = class_order(mix)
+    assert tags == ["0&1", "0&1", "1&3", "1&3"] and sorted(order[:2]) == [1, 3]
+    res = Ledger({"KT-pFL": [0]}, probes={("KT-pFL", 0): {2: {"c": [[1.0]]}, 4: {"c": c.tolist()}}})
+    got, rnd = last_c(res, "KT-pFL", 0)
+    assert rnd == 4 and np.allclose(got, c)
+
+
+def test_table2_frame_outcome_and_the_papers_margin():
+    import pandas as pd
+
+    paper = pd.DataFrame({"setting": ["20 clients / CNN"] * 3, "method": ["Fedavg", "pFedHN", "KT-pFL"],
+                          "value": [80.0, 90.0, 94.0]})  # fmt: skip
+    res = Ledger({"FedAvg": [70.0, 72.0], "pFedHN": [89.0, 91.0], "KT-pFL (parameters)": [80.0, 82.0], "KT-pFL": [85.0, 85.0]},
+                 improving={"FedAvg": True})  # fmt: skip
+    t = table2_frame({20: res}, paper, near_points=3.0)
+    assert list(t["within 3 points"]) == ["no", "yes", "no", "—"]  # the soft KT-pFL has no row in the paper
+    assert t.loc["KT-pFL (parameters)", "ours − paper"] == pytest.approx(-13.0)
+    assert paper_margin(paper.set_index("method").value, 20) == "+4.00 vs pFedHN (20 clients)"
+    assert paper_margin(pd.Series({"Fedavg": 1.0}), 100).startswith("—")
+    assert sampling_rate(20) == 1.0 and sampling_rate(100) == 0.1
+    text = table2_outcome(t, 20, near_points=3.0, near_goal=2, profile="book", images_each=270, pool=9000, public=3000,
+                          all_images=70000, rounds=20, local_epochs=3, model_words="the kit's LeNet")  # fmt: skip
+    assert "1 of 3 methods land within 3 points" in text and "**not met**" in text
+    assert (
+        "FedAvg still improved" in text and "the kit's LeNet" in text and "KT-pFL (parameters) is our reading" in text
+    )
+    assert "each would train on" not in text and "about 2625" in text  # 0.75 × 70 000 / 20
+
+
+def test_paper_factors_read_tables_3_to_6():
+    from pflkit.results import paper_results
+
+    pf = paper_factors(paper_results("ktpfl"))
+    assert pf["E"][5] == pytest.approx(88.73) and pf["rho"][0.7] == pytest.approx(89.14)
+    assert pf["arms"]["E=5"] == pytest.approx(88.73) and pf["arms"]["ρ=0.1"] == pytest.approx(89.49)
+    assert pf["arms"]["R=2"] == pytest.approx(89.90) and isinstance(pf["domain"], float)
+
+
+def test_figure5_table_and_sentence():
+    import pandas as pd
+
+    def ledger(arms):  # one seed, 2 clients, 1 round: MB up and down per arm
+        return Ledger({a: [0] for a in arms}, finals=pd.DataFrame({"arm": list(arms), "seed": 0, "rounds": 1,
+                                                                    "MB_up": [u for u, _ in arms.values()],
+                                                                    "MB_down": [d for _, d in arms.values()]}))  # fmt: skip
+
+    hetero = ledger({"KT-pFL": (0.2, 0.3)})
+    homog = ledger(
+        {"FedAvg": (2.0, 2.0), "FedAMP": (2.0, 2.0), "KT-pFL (parameters)": (2.0, 2.0), "KT-pFL": (0.2, 0.3)}
+    )
+    fig5 = figure5_table(hetero, homog, clients=2, n=2, batch_mb=1.5)
+    assert list(fig5.columns) == PARTS and fig5.loc["FedAvg (parameters)", "parameters (up)"] == pytest.approx(1.0)
+    kt = fig5.loc["KT-pFL (homogeneous, soft predictions)"]
+    assert kt["soft predictions (up)"] == kt["teacher (down)"] == pytest.approx(0.1)
+    assert kt["public batch indices (down)"] == pytest.approx(0.05)
+    sent = fig5.loc["KT-pFL (heterogeneous), public batch sent"]
+    assert sent["public batch images (down)"] == 1.5 and sent["public batch indices (down)"] == 0.0
+    assert "KT-pFL (homogeneous, parameters)" in fig5.index
+    text = figure5_sentence(fig5, "LeNet", 1000, 1.5)
+    assert "10.0× a KT-pFL upload" in text and "moves 1.70 MB against FedAvg's 2.00 MB" in text
+    assert text.endswith("soft predictions still move less.")
