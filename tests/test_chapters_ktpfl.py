@@ -337,3 +337,27 @@ def test_figure5_table_and_sentence():
     text = figure5_sentence(fig5, "LeNet", 1000, 1.5)
     assert "10.0× a KT-pFL upload" in text and "moves 1.70 MB against FedAvg's 2.00 MB" in text
     assert text.endswith("soft predictions still move less.")
+
+
+def test_protocol_builds_the_chapters_runs_and_reads_the_pilots_choices_in_place():
+    from pflkit.chapters.ktpfl import Protocol
+
+    kt, lam, tuned, kt_params = {"T": 10.0, "public_batch": 100}, {}, {}, {"rho": 0.5, "c_lr": 1.0}
+    p = Protocol(fields=dict(clients=20, local_epochs=3, lr=0.01), splits={"A": dict(partition="dirichlet", alpha=0.5)},
+                 archs="lenet,mlp", homog_model="lenet", rounds=20, evals=10, pilot_rounds=5, kt=kt, lam=lam,
+                 lam_default=1.0, kt_params=kt_params, feddf={"server_steps": 20}, tuned=tuned)  # fmt: skip
+    cfg = p.config("ktpfl", "A", lr=0.02)
+    assert (cfg.clients, cfg.rounds, cfg.eval_every, cfg.lr, cfg.partition) == (20, 20, 2, 0.02, "dirichlet")
+    assert cfg.options == {"T": 10.0, "public_batch": 100, "lam": 1.0, "models": "lenet,mlp"}
+    lam["ktpfl"], tuned["feddf"] = 30.0, {"server_lr": 1e-3}  # what the pilots choose, read by later configs
+    assert p.config("ktpfl", "A").options["lam"] == 30.0 and p.config("fedmd", "A").options["lam"] == 1.0
+    assert p.options("feddf") == {"models": "lenet,mlp", "server_steps": 20, "server_lr": 1e-3}
+    assert p.options("ktpfl-params") == kt_params and p.options("fedavg") == {}
+    local = p.local("A")
+    assert local.options["lam"] == 0.0 and local.options["public_batch"] == 1 and local.method == "ktpfl"
+    pilot = p.pilot("fedavg", split="A")
+    assert (pilot.rounds, pilot.eval_every) == (5, 5)
+    h = p.homog("pfedhn", 10, per_round=0.5, final_only=True, split="A")
+    assert (h.model, h.clients, h.rounds, h.sample_rate, h.eval_every) == ("lenet", 10, 100, 0.1, 100)
+    h = p.homog("fedavg", split="A")
+    assert (h.clients, h.sample_rate, h.rounds, h.options) == (20, 1.0, 20, {})
