@@ -14,32 +14,44 @@ from pflkit.chapters.ktpfl import (
     accuracy_view,
     architecture_table,
     by_architecture,
+    c_heatmap,
     c_mechanism,
     c_moved,
     c_probe,
+    channel_figure,
     channel_frame,
     channel_last,
     channel_sentence,
+    chosen_sentence,
     claim_lines,
     class_order,
+    coefficient_claims,
     coefficient_rows,
     curves,
+    data_control,
+    factor_claims,
+    figure5_plot,
     figure5_sentence,
     figure5_table,
     kt_probe,
     label_similarity,
     last_c,
+    leads,
     model_cost,
     model_sizes,
     multiply_adds,
     muted_palette,
     paper_factors,
     paper_margin,
+    pilots_c_moved,
     round_mb,
+    rounds_of_updates,
     sampling_rate,
     soft_vs_parameters,
     split_claims,
     split_summary,
+    table1_claims,
+    table2_claims,
     table2_frame,
     table2_outcome,
 )
@@ -361,3 +373,183 @@ def test_protocol_builds_the_chapters_runs_and_reads_the_pilots_choices_in_place
     assert (h.model, h.clients, h.rounds, h.sample_rate, h.eval_every) == ("lenet", 10, 100, 0.1, 100)
     h = p.homog("fedavg", split="A")
     assert (h.clients, h.sample_rate, h.rounds, h.options) == (20, 1.0, 20, {})
+
+
+# --- the claims, on sweep results built from synthetic records -------------------------------------------
+
+
+def record(acc: float, *, method="ktpfl", rounds=4, c=None, hist=None, val=None) -> dict:
+    """A finished run's record as the store keeps it, reduced to what the tables and claims read (acc in
+    [0, 1]); ``c``: KT-pFL's coefficients after the last round (the probe)."""
+    from pflkit.sweeps import FINAL_METRICS
+
+    val = acc if val is None else val
+    hist = hist or [(rounds, acc)]
+    rec = {
+        "config": {"method": method, "rounds": rounds},
+        "final": {"round": rounds} | dict.fromkeys(FINAL_METRICS, acc),
+        "history": [{"round": r, "mean_acc": a, "pooled_acc": a, "val_mean_acc": val} for r, a in hist],
+        "best_by_val": {"round": rounds, "mean_acc": acc, "pooled_acc": acc},
+        "improving": 0.0,
+        "comm": {"bytes_up": 0, "bytes_down": 0},
+        "provenance": {"wall_time_s": 0.0},
+    }
+    if c is not None:
+        rec["probe"] = {"name": "probe", "rounds": {str(rounds): {"c": c}}}
+    return rec
+
+
+def sweep_result(by_arm: dict):
+    from pflkit.sweeps import SweepResult
+
+    seeds = range(max(len(v) for v in by_arm.values()))
+    return SweepResult({(a, s): r for a, recs in by_arm.items() for s, r in enumerate(recs)}, list(by_arm), seeds)
+
+
+MOVED = [[0.8, 0.3], [0.2, 0.7]]  # c far from 1/2
+
+
+def test_table1_claims_check_the_mechanisms_first_and_judge_the_papers_pairs():
+    import pandas as pd
+
+    def arm(accs, method="fedmd", c=None):
+        return [record(a, method=method, c=c) for a in accs]
+
+    res = sweep_result({
+        "KT-pFL": arm([0.80, 0.82, 0.81], "ktpfl", MOVED), "FedMD": arm([0.70, 0.71, 0.72]),
+        "Sim-pFD": arm([0.79, 0.83, 0.80]), "Local (λ = 0)": arm([0.60, 0.61, 0.62]),
+        "FedDF": arm([0.5, 0.5, 0.5], "feddf"), "FedDF, no server distillation": arm([0.4, 0.45, 0.5], "feddf"),
+    })  # fmt: skip
+    budget = pd.DataFrame({"arm": ["KT-pFL"], "budget": ["1×"], "rounds": [4]})
+    pub = {"KT-pFL": 75.0, "FedMD": 68.0, "Sim-pFD": 72.0}
+    out = table1_claims("Non-IID_1", res, res, budget, best="FedMD", plan=None, pub=pub, rounds=4, inert_c=0.01,
+                        resolution=1.0)  # fmt: skip
+    names = [r["claim"] for r in out["claims"]]
+    assert names[:2] == [out["mech"]["claim"], out["mech_c"]["claim"]] and len(names) == 4  # best = FedMD: no extra row
+    assert out["mech"]["verdict"] == "reproduces" and out["mech_c"]["verdict"] == "reproduces"
+    fedmd = out["claims"][2]
+    assert fedmd["claim"] == "Table 1, Non-IID_1: KT-pFL beats FedMD (learned c − uniform c)"
+    assert fedmd["verdict"] == "reproduces" and fedmd.get("headline") and fedmd["paper"] == "+3.0 vs Sim-pFD"
+    assert out["claims"][3]["paper"] == "+3.00 (vs Sim-pFD)"
+    assert len(out["lines"]) == 1 and out["lines"][0].count("\n* ") == 3  # no arm ran on
+    assert out["notes"][0].startswith("* Non-IID_1, control: FedDF's server distillation (FedDF − FedDF, no server")
+    ran = table1_claims("Non-IID_1", res, res, budget.assign(budget="2×", rounds=8), best="Sim-pFD", plan=None, pub=pub,
+                        rounds=4, inert_c=0.01, resolution=1.0)  # fmt: skip
+    assert len(ran["claims"]) == 4 and "KT-pFL ran on to 8 rounds (still improving at 4)" in ran["lines"][1]
+
+
+def test_factor_claims_gate_the_little_effect_claims_on_what_acts():
+    from pflkit.verdicts import verdict
+
+    still = [[0.5, 0.5], [0.5, 0.5]]
+    res = sweep_result({
+        "E=1": [record(a, c=still) for a in (0.70, 0.71, 0.72)], "E=6": [record(a, c=still) for a in (0.80, 0.80, 0.82)],
+        "|D_r|=100": [record(a, c=still) for a in (0.75, 0.76, 0.77)],
+        "|D_r|=1000": [record(a, c=still) for a in (0.75, 0.77, 0.76)],
+        "ρ=0.1": [record(a, c=still) for a in (0.75, 0.75, 0.76)], "ρ=0.7": [record(a, c=still) for a in (0.75, 0.76, 0.75)],
+        "public: digits": [record(a, c=still) for a in (0.75, 0.75, 0.75)],
+        "public: held out": [record(a, c=still) for a in (0.75, 0.75, 0.75)],
+    })  # fmt: skip
+    pf = {"E": {5: 88.0, 20: 89.0}, "rho": {0.1: 89.5, 0.7: 89.1}, "public": {100: 88.0, 1000: 89.0}, "domain": -0.5}
+    kw = dict(e=[1, 6], public=[100, 1000], rho=[0.1, 0.7], foreign=("public: digits", "public: held out"), n_foreign=1797,
+              public_images=3000, sweep_rounds=8, margin=2.0, inert_c=0.01, seeds=[0, 1, 2], resolution=1.0)  # fmt: skip
+    rows, plan = factor_claims(res, pf, helps=verdict([1.0, 2.0, 1.5]), **kw)
+    by = {r["claim"].split(":")[0]: r for r in rows}
+    assert list(by) == ["Table 3", "Table 6", "Table 4", "Table 5"] and by["Table 3"]["verdict"] == "reproduces"
+    assert by["Table 3"]["paper"] == "+1.00 (E=20 vs E=5)" and by["Table 6"]["paper"] == "+1.0 (1000 vs 100)"
+    assert by["Table 4"]["verdict"] == "not tested" and "c stayed within 0.01" in by["Table 4"]["ours (a − b, 95 % CI)"]
+    assert by["Table 5"]["verdict"] == "reproduces" and "1797 images against 3000" in by["Table 5"]["claim"]
+    assert set(plan.index) == {"E", "|D_r|", "ρ", "public set"}
+    rows, _ = factor_claims(res, pf, helps=verdict([-1.0, -2.0, -1.5]), **kw)  # distillation did not help
+    assert [r["verdict"] for r in rows[2:]] == ["not tested", "not tested"]
+    assert "distillation was not shown to help" in rows[3]["ours (a − b, 95 % CI)"]
+
+
+def test_table2_claims_data_control_and_coefficient_claims():
+    import pandas as pd
+
+    kp = "KT-pFL (parameters)"
+    res = sweep_result({
+        kp: [record(a, method="ktpfl-params", c=MOVED) for a in (0.85, 0.86, 0.87)],
+        "KT-pFL": [record(a) for a in (0.80, 0.80, 0.81)], "pFedHN": [record(a, method="pfedhn") for a in (0.80, 0.80, 0.81)],
+        "FedAvg + FT": [record(a, method="fedavg-ft") for a in (0.70, 0.71, 0.72)],
+    })  # fmt: skip
+    budget = pd.DataFrame({"arm": [kp], "budget": ["1×"], "rounds": [4]})
+    pub = pd.Series({"KT-pFL": 93.93, "pFedHN": 92.22, "Fedavg-Local FT": 90.17})
+    out = table2_claims(res, res, budget, 20, best="pFedHN", pub=pub, seeds=[0, 1, 2], inert_c=0.01, kp=kp)
+    assert out["mech"]["verdict"] == "reproduces" and out["ran_on"] == ""
+    head = out["claims"][0]
+    assert head["claim"].startswith("Table 2, 20 clients: KT-pFL (parameters) beats the strongest other method (pFedHN")
+    assert head["verdict"] == "reproduces" and head["paper"] == "+1.71 vs pFedHN (20 clients)"
+    assert out["claims"][2]["claim"].startswith("Table 2, 20 clients (ours): exchanging parameters")
+    full = sweep_result({"FedAvg + FT, all training images": [record(a) for a in (0.80, 0.82, 0.81)]})
+    table, claims = data_control(res, full, 20, ["FedAvg + FT"], pub, (270, 2400), resolution=1.0)
+    assert (
+        table.loc["FedAvg + FT", "ours, all images"] == pytest.approx(81.0)
+        and table.loc["FedAvg + FT", "paper"] == 90.2
+    )
+    assert claims[0]["verdict"] == "reproduces" and "81.0 on all images, 71.0 on the subset" in claims[0]["claim"]
+    corr = pd.DataFrame({"split": ["A"] * 3, "seed": [0, 1, 2], "Spearman(c, label similarity)": [0.4, 0.5, 0.45]})
+    (row,) = coefficient_claims(corr, {"A": res}, {"A": out["mech"]})
+    assert row["claim"].startswith("A: c puts more weight") and row["verdict"] == "reproduces"
+
+
+def test_leads_name_the_papers_three_lead_claims_with_our_setting():
+    mech = {
+        s: {"verdict": "underpowered", "ours (a − b, 95 % CI)": "+1.8 [-0.0, +3.7] (3 seeds)"}
+        for s in ("Non-IID_1", "Non-IID_2")
+    }
+    claims = [
+        {
+            "claim": "Table 2, 20 clients (ours): every training image lifts FedAvg + FT",
+            "ours (a − b, 95 % CI)": "+9.4 [+8, +10]",
+        }
+    ]
+    rows = leads(mech, claims, 20, 3, 9000)
+    assert [r[1] for r in rows] == ["KT-pFL beats FedMD (Table 1, Non-IID_1)", "KT-pFL beats Sim-pFD (Table 1, Non-IID_2)",
+                                    "KT-pFL beats every baseline (Table 2)"]  # fmt: skip
+    assert rows[0][2] == "FMNIST Non-IID_1, 20 clients, E = 3 (paper: 20)" and rows[0][3].endswith(
+        "underpowered (+1.8)"
+    )
+    assert (
+        rows[2][3] == "few images a client: all of them lift FedAvg + FT by +9.4"
+        and leads(mech, [], 20, 3, None)[2][3] == ""
+    )
+
+
+def test_chosen_sentence_pilots_c_moved_and_rounds_of_updates():
+    text = chosen_sentence({"lr": 0.08, "lam": 0.3}, {"FedDF": 0.04}, ("Local (λ = 0)", 0.04),
+                           {"KT-pFL": {"c_lr": 0.01, "rho": 0.5}}, {"FedAvg": 0.04}, {"FedAMP": {"sigma": 10.0}})  # fmt: skip
+    assert text == ("Chosen: the four soft-prediction methods lr 0.08 and λ 0.3; FedDF lr 0.04; Local (λ = 0) on its own lr "
+                    "0.04 (Table 1 runs it at 0.08); KT-pFL's η₃ 0.01 and ρ 0.5; homogeneous: FedAvg 0.04; the baselines' "
+                    "own: FedAMP σ 10.")  # fmt: skip
+
+    class Pilot:
+        grids = {"g": ["a", "b"]}
+        result = sweep_result({"a": [record(0.5, c=MOVED)], "b": [record(0.5, c=[[0.5, 0.5], [0.5, 0.5]])]})
+
+    moved = pilots_c_moved([Pilot()], [0])
+    assert list(moved.iloc[:, 0]) == pytest.approx([0.3, 0.0]) and list(moved.index) == ["a (seed 0)", "b (seed 0)"]
+    res = sweep_result({"FedAvg": [record(0.5, method="fedavg", hist=[(1, 0.4), (2, 0.5)])],
+                        "pFedHN": [record(0.5, method="pfedhn", hist=[(10, 0.4), (20, 0.5)])]})  # fmt: skip
+    h = rounds_of_updates({100: res})  # 100 clients at 0.1: ten pFedHN steps make a round
+    assert list(h[h.arm == "pFedHN"]["round"]) == [1.0, 2.0] and list(h[h.arm == "FedAvg"]["round"]) == [1, 2]
+    assert (h.clients == 100).all()
+
+
+def test_the_notes_figures_draw():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    diag = pd.DataFrame({"split": ["A", "A"], "arm": ["KT-pFL", "FedMD"], "seed": 0, "round": [1, 1], W_SELF: [0.5, 0.25],
+                         G_RATIO: [0.1, 0.2]})  # fmt: skip
+    fig = channel_figure(diag, ("KT-pFL", "FedMD"))
+    assert len(fig.axes) == 2 and fig.axes[0].get_ylabel() == "self-weight\nin the teacher"
+    assert fig.axes[0].get_title() == "A" and fig.axes[1].get_title() == ""  # one title a column
+    fig2 = c_heatmap(np.eye(3), [2, 0, 1], ["a", "b", "c"])
+    assert [t.get_text() for t in fig2.axes[0].get_xticklabels()] == ["a", "b", "c"]
+    fig5 = pd.DataFrame([[1.0, 1.0, 0.1, 0.0, 0.0, 0.0]], columns=PARTS, index=["KT-pFL"])
+    fig3 = figure5_plot(fig5)
+    assert fig3.axes[0].get_xlabel() == "MB per client and round"
+    for f in (fig, fig2, fig3):
+        plt.close(f)

@@ -941,7 +941,9 @@ def channel_figure(diag: pd.DataFrame, arms):
     g = sns.relplot(data=diag.melt(id_vars=["split", "arm", "seed", "round"], var_name="measure"), x="round",
                     y="value", hue="arm", row="measure", col="split", kind="line", height=2.4, aspect=1.45,
                     facet_kws={"sharey": "row"}, palette=muted_palette(arms))  # fmt: skip
-    g.set_titles(row_template="", col_template="{col_name}")
+    g.set_titles(template="{col_name}")  # the split over the top row; the measure on each row's y axis
+    for ax in g.axes[1:].flat:
+        ax.set_title("")
     for ax_row, measure in zip(g.axes, ["self-weight\nin the teacher", "distillation /\nprivate gradient"]):
         ax_row[0].set_ylabel(measure)
     sns.move_legend(g, "upper center", bbox_to_anchor=(0.45, 0.02), ncol=3, title=None, frameon=False)
