@@ -47,6 +47,7 @@ from pflkit.chapters.ktpfl import (
     round_mb,
     rounds_of_updates,
     sampling_rate,
+    setup_rows,
     soft_vs_parameters,
     split_claims,
     split_summary,
@@ -234,10 +235,10 @@ def test_claim_lines_and_split_claims_keep_each_claims_word_and_flags():
 
 def test_model_sizes_and_cost_compare_each_model_with_its_full_width_one():
     sizes = model_sizes(["lenet"], ["fedavg-cnn"], "book", per_round=100)
-    assert sizes.loc["lenet", "ratio book / paper"] == pytest.approx(
+    assert sizes.loc["lenet", "ratio"] == pytest.approx(
         sizes.loc["lenet", "parameters"] / sizes.loc["lenet", "its parameters"], abs=1e-4
     )
-    assert sizes.loc["lenet", "soft predictions per round (KB)"] == pytest.approx(4.0)  # 100 × 10 float32
+    assert sizes.loc["lenet", "soft KB a round"] == pytest.approx(4.0)  # 100 × 10 float32
     cost = model_cost(["lenet", "fedavg-cnn", "lenet"])
     assert list(cost.index) == ["lenet", "fedavg-cnn"] and (cost["multiply-adds per image"] > 0).all()
     assert cost.loc["fedavg-cnn", "parameters"] > cost.loc["lenet", "parameters"]
@@ -553,3 +554,17 @@ def test_the_notes_figures_draw():
     assert fig3.axes[0].get_xlabel() == "MB per client and round"
     for f in (fig, fig2, fig3):
         plt.close(f)
+
+
+def test_setup_rows_state_ours_beside_the_papers():
+    p = dict(TRAIN_IMAGES=9000, TEST_IMAGES=None, DIRICHLET_ALPHA=0.5, CLIENTS=20, ARCHS="lenet,alexnet-16",
+             HOMOG_MODEL="lenet", PUBLIC_IMAGES=3000, PUBLIC_PER_ROUND=1000, ROUNDS=20, LOCAL_EPOCHS=3,
+             DISTILL_EPOCHS=1, TEMPERATURE=10.0, EXTEND_CAP=2, SEEDS=[0, 1, 2], T1_RUN=6)  # fmt: skip
+    rows = dict((what, (ours, paper)) for what, ours, paper in setup_rows(p))
+    assert list(rows) == ["Data", "Splits", "Clients, models", "Public set", "Training", "Tuning", "Seeds"]
+    assert rows["Data"][0].startswith("Fashion-MNIST, 9000 training and all test images")
+    assert rows["Clients, models"][0] == "20, five per architecture: lenet and alexnet-16; Table 2: all lenet"
+    assert "T = 10;" in rows["Training"][0] and rows["Seeds"] == (
+        "0, 1 and 2; a claim's arms to its seed plan, at most 6 in Table 1",
+        "",
+    )

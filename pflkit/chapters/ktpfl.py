@@ -216,7 +216,7 @@ W_SELF, G_RATIO = "self-weight in the teacher", "distillation / private gradient
 
 def model_sizes(archs: list[str], full: list[str], profile: str, per_round: int) -> pd.DataFrame:
     """Each architecture's parameters at ``profile`` beside its full-width model's (the ``paper`` profile's,
-    ``full``, in the same order), their ratio, and the KB of soft predictions a client sends a round
+    ``full``, in the same order), their ratio (``profile`` over ``paper``), and the KB of soft predictions a client sends a round
     (``per_round`` public images × 10 classes, float32)."""
     from ..models import build_model, n_params
 
@@ -224,13 +224,13 @@ def model_sizes(archs: list[str], full: list[str], profile: str, per_round: int)
     out = pd.DataFrame(
         {
             "parameters": [params[a] for a in archs],
-            "paper profile's model": full,
+            "full width": full,
             "its parameters": [params[b] for b in full],
         },
         index=pd.Index(archs, name="model"),
     )
-    out[f"ratio {profile} / paper"] = (out["parameters"] / out["its parameters"]).round(4)
-    out["soft predictions per round (KB)"] = per_round * 10 * 4 / 1e3
+    out["ratio"] = (out["parameters"] / out["its parameters"]).round(4)
+    out["soft KB a round"] = per_round * 10 * 4 / 1e3
     return out
 
 
@@ -994,3 +994,44 @@ def leads(mech: dict, claims: list[dict], clients: int, local_epochs: int, train
                 f"FMNIST, 20 clients, {train_images or 'all'} images (paper: all)",
                 f"few images a client: all of them lift FedAvg + FT by {gain(control)}" if control else ""))  # fmt: skip
     return out
+
+
+SHORT_PARTS = dict(
+    zip(PARTS, ["soft ↑", "teacher ↓", "batch indices ↓", "batch images ↓", "parameters ↑", "parameters ↓"])
+)
+"""Figure 5's parts as a narrow table's headers (↑ up, ↓ down)."""
+
+
+def ledger_view(fig5: pd.DataFrame) -> pd.DataFrame:
+    """:func:`figure5_table` as the notes show it: the parts' short headers (:data:`SHORT_PARTS`), MB to three
+    decimals."""
+    return fig5.rename(columns=SHORT_PARTS).round(3).rename_axis(index="MB per client and round")
+
+
+def bullets(lines: list[str]) -> str:
+    """Lines of a log as a Markdown list (wrapped by the page, where a printed line would scroll)."""
+    return "\n".join(f"* {line}" for line in lines) if lines else "* none"
+
+
+def setup_rows(p: dict) -> list[tuple[str, str, str]]:
+    """The setup card's rows (what, ours, the paper's) from the chapter's parameters ``p`` (name -> value:
+    TRAIN_IMAGES, TEST_IMAGES, DIRICHLET_ALPHA, CLIENTS, ARCHS, HOMOG_MODEL, PUBLIC_IMAGES, PUBLIC_PER_ROUND,
+    ROUNDS, LOCAL_EPOCHS, DISTILL_EPOCHS, TEMPERATURE, EXTEND_CAP, SEEDS, T1_RUN)."""
+    from ..pages import prose
+
+    return [
+        ("Data", f"Fashion-MNIST, {prose(p['TRAIN_IMAGES'])} training and {prose(p['TEST_IMAGES'])} test images; each "
+         "client is tested on its own class mix", "Fashion-MNIST; each client's data split 75/25"),
+        ("Splits", f"Non-IID_1: Dirichlet({p['DIRICHLET_ALPHA']}), every label; Non-IID_2: two labels a client",
+         "the same two (no α given)"),
+        ("Clients, models", f"{p['CLIENTS']}, five per architecture: {prose(p['ARCHS'].split(','))}; Table 2: all "
+         f"{p['HOMOG_MODEL']}", "20 (Table 2: 20 and 100); full widths; Table 2: the CNN of McMahan et al."),
+        ("Public set", f"{p['PUBLIC_IMAGES']} held-out Fashion-MNIST images, {p['PUBLIC_PER_ROUND']} a round",
+         "MNIST, 3000 a round"),
+        ("Training", f"{p['ROUNDS']} rounds of {p['LOCAL_EPOCHS']} local epochs and {p['DISTILL_EPOCHS']} distillation "
+         f"epoch; T = {p['TEMPERATURE']:g}; a still-improving headline arm runs on, up to {p['EXTEND_CAP']}×",
+         "E = 20 local epochs"),
+        ("Tuning", "every learning rate, λ, η₃ and ρ, and each baseline's own hyperparameter, on validation "
+         "([the pilots](ktpfl-tuning))", "η₁ = η₂ = η₃ = 0.01"),
+        ("Seeds", f"{prose(p['SEEDS'])}; a claim's arms to its seed plan, at most {p['T1_RUN']} in Table 1", ""),
+    ]  # fmt: skip

@@ -85,12 +85,14 @@ def teachers(c: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
 
 
 def c_objective(c, soft, weights, reduction="sum") -> torch.Tensor:
-    """Σ_n D_n/D Σ_x̂ KL(t_n(c, x̂) ‖ s_n(x̂)): the data term of eq. 7 (λ
-    outside) on the round's clients, summed over the public batch as eq. 2
-    writes it (``reduction="mean"``: averaged).  ``c``: (M × M) coefficients,
-    ``soft``: (M × B × C) soft predictions, ``weights``: the M weights D_n/D."""
+    """Σ_n D_n/D Σ_x̂ KL(t_n(c, x̂) ‖ s_n(x̂)): the data term of eq. 7
+    (λ outside) on the round's clients, summed over the public batch as
+    eq. 2 writes it (``reduction="mean"``: averaged).  ``c``: (M × M)
+    coefficients, ``soft``: (M × B × C) soft predictions, ``weights``:
+    the M weights D_n/D."""
     t = teachers(c, soft)
-    return sum(w * kl(t[n], soft[n], reduction) for n, w in enumerate(weights))
+    pairs = enumerate(weights)
+    return sum(w * kl(t[n], soft[n], reduction) for n, w in pairs)
 
 
 def project_columns(c: torch.Tensor) -> torch.Tensor:
@@ -136,12 +138,14 @@ def implicit_step(c, objective, lr, rho, n_clients) -> torch.Tensor:
     c = c.detach().clone().requires_grad_(True)
     grad = torch.autograd.grad(objective(c), c)[0]
     with torch.no_grad():
-        new = (c - lr * grad + 2 * lr * rho / n_clients) / (1 + 2 * lr * rho)
+        step = c - lr * grad + 2 * lr * rho / n_clients
+        new = step / (1 + 2 * lr * rho)
     return project_columns(new)
 
 
 def c_step(c, soft, weights, lam, lr, rho, n_clients, reduction="sum"):
-    """One eq. 7 step on the sub-matrix of the round's clients (``c`` M × M)."""
+    """One eq. 7 step on the sub-matrix of the round's clients
+    (``c``: M × M)."""
 
     def data_term(c):
         return lam * c_objective(c, soft, weights, reduction)
