@@ -568,3 +568,29 @@ def test_setup_rows_state_ours_beside_the_papers():
         "0, 1 and 2; a claim's arms to its seed plan, at most 6 in Table 1",
         "",
     )
+
+
+def test_table1_arms_fallback_notes_and_table1_frame():
+    import pandas as pd
+
+    from pflkit.chapters.ktpfl import LOCAL, NO_SERVER, TOPK_A, Protocol, fallback_notes, table1_arms, table1_frame
+
+    p = Protocol(fields=dict(clients=4), splits={"Non-IID_1": {}, "Non-IID_2": {}}, archs="lenet", homog_model="lenet",
+                 rounds=2, evals=1, pilot_rounds=1, kt={}, lam={}, lam_default=1.0, kt_params={},
+                 feddf={"server_steps": 20}, tuned={})  # fmt: skip
+    lr = {"fedmd": 0.08, "feddf": 0.04, "topk-pfd": 0.08, "ktpfl": 0.08}
+    arms = table1_arms(p, "Non-IID_1", lr, soft_lr=0.08)
+    assert list(arms) == ["FedMD", "FedDF", "TopK-pFD", "KT-pFL", LOCAL, NO_SERVER, TOPK_A]
+    assert arms[NO_SERVER].options["server_steps"] == 0 and arms[NO_SERVER].lr == 0.04
+    assert arms[TOPK_A].options["topk_rule"] == "median" and arms[LOCAL].options["lam"] == 0.0
+    assert TOPK_A not in table1_arms(p, "Non-IID_2", lr, soft_lr=0.08)
+    notes = fallback_notes(
+        "A", {"FedMD": "lr 0.08 diverged", "KT-pFL": "lr 0.08 diverged", "FedDF": "lr 0.04 diverged"}
+    )
+    assert notes == ["A: lr 0.08 diverged", "A, FedDF: lr 0.04 diverged"]
+    res = sweep_result({"KT-pFL": [record(a) for a in (0.80, 0.82)], "FedMD": [record(a) for a in (0.70, 0.72)]})
+    paper = pd.DataFrame({"setting": ["A / 20 clients"] * 2, "method": ["KT-pFL", "FedMD"], "value": [75.48, 68.0]})
+    t = table1_frame({"A": res}, paper)
+    assert list(t.index) == [("A", "KT-pFL"), ("A", "FedMD")] and t.index.names == ["split", "method"]
+    assert list(t["paper"]) == ["75.48", "68.00"] and t.loc[("A", "KT-pFL"), "ours"] == "81.0 (80.0, 82.0)"
+    assert "ours, pooled (best-val round)" in t.columns

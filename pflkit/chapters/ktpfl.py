@@ -1035,3 +1035,43 @@ def setup_rows(p: dict) -> list[tuple[str, str, str]]:
          "([the pilots](ktpfl-tuning))", "η₁ = η₂ = η₃ = 0.01"),
         ("Seeds", f"{prose(p['SEEDS'])}; a claim's arms to its seed plan, at most {p['T1_RUN']} in Table 1", ""),
     ]  # fmt: skip
+
+
+def table1_arms(p: Protocol, split: str, lr: dict, soft_lr: float, topk_authors: bool = True) -> dict:
+    """Table 1's arms on a split, each at its chosen rate (``lr``: method -> rate): the six methods, Local
+    (λ = 0) at the soft methods' rate ``soft_lr``, FedDF without its server distillation and, on Non-IID_1 with
+    ``topk_authors``, TopK as the authors' code runs it."""
+    from ..methods import display_name
+
+    arms = {display_name(m): p.config(m, split, lr=lr[m]) for m in lr}
+    arms[LOCAL] = p.local(split, lr=soft_lr)  # the λ = 0 control, at the soft methods' rate
+    arms[NO_SERVER] = p.config("feddf", split, lr=lr["feddf"], options={**p.options("feddf"), "server_steps": 0})
+    if topk_authors and split == "Non-IID_1":
+        arms[TOPK_A] = p.config("topk-pfd", split, lr=soft_lr, options={**p.options("topk-pfd"), "topk_rule": "median"})
+    return arms
+
+
+def fallback_notes(split: str, fallbacks: dict) -> list[str]:
+    """One line per divergence fallback of a split's sweep (``fallbacks``: arm -> note; a group's arms share
+    their note, which names them itself)."""
+    out = []
+    for note in dict.fromkeys(fallbacks.values()):
+        names = [a for a, n in fallbacks.items() if n == note]
+        out.append(f"{split}, {names[0]}: {note}" if len(names) == 1 else f"{split}: {note}")
+    return out
+
+
+def table1_frame(results: dict, paper: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 on every split (``results``: split -> SweepResult; ``paper``: the paper's Table 1 rows on
+    Fashion_MNIST) as the page shows it (:func:`accuracy_view`), with the pooled accuracy at the round of best
+    mean validation accuracy; rows indexed by split and method."""
+    from ..verdicts import fmt_interval, paper_vs_ours
+
+    rows = []
+    for split, res in results.items():
+        t = paper_vs_ours(res, paper_row(paper, split), label="paper Fashion_MNIST")
+        t["ours pooled, at the round of best mean val"] = [
+            fmt_interval(res.values(a, "pooled_acc@best_val")) for a in t.index
+        ]
+        rows.append(t.assign(split=split).set_index("split", append=True))
+    return accuracy_view(pd.concat(rows).reorder_levels(["split", "arm"]))
