@@ -148,7 +148,8 @@ def muted_palette(arms, strong: str = "KT-pFL") -> dict:
     import seaborn as sns
 
     others = [a for a in arms if not str(a).startswith(strong)]
-    muted = sns.color_palette("muted", max(len(others), 1))
+    muted = [c for i, c in enumerate(sns.color_palette("muted", 10)) if i != 3]  # no red beside the strong red
+    muted = (muted * (len(others) // len(muted) + 1))[: len(others)]
     pal = {a: sns.desaturate(c, 0.45) for a, c in zip(others, muted)}
     return pal | {a: STRONG for a in arms if str(a).startswith(strong)}
 
@@ -157,7 +158,8 @@ def curves(
     hist: pd.DataFrame, panel: str, *, strong: str = "KT-pFL", width: float = 7.0, ylabel: str = "", titles=None
 ):
     """Accuracy by round, one panel per value of ``panel`` (``hist``: round, mean_acc, arm, seed and the panel
-    column), the mean over seeds; ``strong`` drawn thick in the strong colour, the rest thin and muted; one
+    column), the mean over seeds; ``strong`` drawn thick in the strong colour (its variants, such as "KT-pFL
+    (parameters)", dashed), the rest thin and muted; one
     legend under the panels.  Returns the figure (text at least 9 pt)."""
     import matplotlib.pyplot as plt
 
@@ -172,8 +174,15 @@ def curves(
                 if arm in mean.index.get_level_values(0):
                     s = mean[arm]
                     bold = str(arm).startswith(strong)
+                    ls = "--" if bold and arm != strong else "-"  # a variant of the paper's method: dashed
                     ax.plot(
-                        s.index, s.values, color=pal[arm], lw=2.4 if bold else 1.2, zorder=3 if bold else 2, label=arm
+                        s.index,
+                        s.values,
+                        color=pal[arm],
+                        lw=2.4 if bold else 1.2,
+                        ls=ls,
+                        zorder=3 if bold else 2,
+                        label=arm,
                     )
             ax.set(title=(titles or {}).get(key, f"{panel} = {key}" if panel != "split" else str(key)), xlabel="round")
             ax.grid(alpha=0.3)
