@@ -7,15 +7,54 @@ import pytest
 from torch import nn
 
 from pflkit.chapters.ktpfl import (
+    G_RATIO,
+    PARTS,
+    STRONG,
+    W_SELF,
+    accuracy_view,
+    architecture_table,
     by_architecture,
+    c_heatmap,
     c_mechanism,
     c_moved,
     c_probe,
+    channel_figure,
+    channel_frame,
+    channel_last,
+    channel_sentence,
+    chosen_sentence,
+    claim_lines,
+    class_order,
+    coefficient_claims,
+    coefficient_rows,
+    curves,
+    data_control,
+    factor_claims,
+    figure5_plot,
+    figure5_sentence,
+    figure5_table,
     kt_probe,
     label_similarity,
+    last_c,
+    leads,
+    model_cost,
+    model_sizes,
     multiply_adds,
+    muted_palette,
+    paper_factors,
+    paper_margin,
+    pilots_c_moved,
     round_mb,
+    rounds_of_updates,
+    sampling_rate,
+    setup_rows,
     soft_vs_parameters,
+    split_claims,
+    split_summary,
+    table1_claims,
+    table2_claims,
+    table2_frame,
+    table2_outcome,
 )
 from pflkit.engine import Federation, run
 from tests.conftest import tiny_config
@@ -109,3 +148,449 @@ def test_figure_5_ledger_per_client_round_and_the_two_readings():
     assert list(d["as run"].index) == [0]  # paired seeds only
     assert d["as run"][0] == pytest.approx(np.log(20 / 2.5))
     assert d["batch sent"][0] == pytest.approx(np.log(20 / (2 * 1.0 + 3.0)))
+
+
+# --- what the page shows -------------------------------------------------------------------------------
+
+
+class Ledger:
+    """The parts of a SweepResult that the page's tables read: per-arm values, improving flags, probes
+    and the final ledgers."""
+
+    def __init__(self, values: dict, improving=None, probes=None, finals=None):
+        import pandas as pd
+
+        self.arms = list(values)
+        self._values = {a: pd.Series(v, index=range(len(v)), dtype=float) for a, v in values.items()}
+        self._improving = improving or {}
+        self._probes = probes or {}
+        self._finals = finals
+        self.records = {(a, s): {} for a, v in values.items() for s in range(len(v))}
+
+    def values(self, arm, metric="mean_acc"):
+        return self._values[arm]
+
+    def improving(self, arm):
+        return self._improving.get(arm, False)
+
+    def probes(self, arm, seed):
+        return self._probes[arm, seed]
+
+    def finals(self):
+        return self._finals
+
+
+def test_accuracy_view_names_the_columns_and_dashes_the_missing_paper_numbers():
+    import pandas as pd
+
+    t = pd.DataFrame({"paper Fashion_MNIST": [75.481, float("nan")], "ours mean_acc": ["78.4 ± 4.8", "70.0 ± 1.0"],
+                      "seeds": [3, 3], "still improving": ["no", "yes"]},
+                     index=pd.Index(["KT-pFL", "Local"], name="arm"))  # fmt: skip
+    view = accuracy_view(t)
+    assert list(view.columns) == ["paper", "ours", "seeds", "still improving"] and view.index.name == "method"
+    assert list(view["paper"]) == ["75.48", "—"]
+
+
+def test_muted_palette_gives_the_paper_method_the_strong_colour_alone():
+    pal = muted_palette(["FedMD", "KT-pFL", "KT-pFL (parameters)", "Local"])
+    assert pal["KT-pFL"] == STRONG and pal["KT-pFL (parameters)"] == STRONG
+    assert STRONG not in (pal["FedMD"], pal["Local"]) and pal["FedMD"] != pal["Local"]
+
+
+def test_curves_draw_one_panel_per_value_the_mean_over_seeds_and_the_strong_arm_thick():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    hist = pd.DataFrame({"round": [1, 2, 1, 2, 1, 2], "mean_acc": [10.0, 20.0, 30.0, 40.0, 50.0, 70.0],
+                         "arm": ["KT-pFL", "KT-pFL", "KT-pFL", "KT-pFL", "FedMD", "FedMD"], "seed": [0, 0, 1, 1, 0, 0],
+                         "split": ["a", "a", "a", "a", "b", "b"]})  # fmt: skip
+    fig = curves(hist, "split")
+    a, b = fig.axes
+    (kt,) = a.get_lines()
+    assert list(kt.get_ydata()) == [20.0, 30.0] and kt.get_linewidth() > b.get_lines()[0].get_linewidth()
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["KT-pFL", "FedMD"]  # FedMD only in panel b
+    assert a.get_title() == "a" and fig.get_size_inches()[0] == pytest.approx(7.0)
+    plt.close(fig)
+
+
+def test_claim_lines_and_split_claims_keep_each_claims_word_and_flags():
+    import pandas as pd
+
+    rows = [
+        {"claim": "Table 1: KT-pFL beats FedMD", "verdict": "reproduces", "flags": ["budget-limited"],
+         "ours (a − b, 95 % CI)": "+1.0 [+0.2, +1.8] (3 seeds)"},
+        {"claim": "Table 3: more epochs help", "verdict": "inconclusive", "flags": [], "ours (a − b, 95 % CI)": "+0.1"},
+        {"claim": "Table 1: mechanism: c moves", "verdict": "reproduces", "flags": [], "kind": "mechanism",
+         "ours (a − b, 95 % CI)": "0.9"},
+    ]  # fmt: skip
+    text = claim_lines(rows[:1])
+    assert text == "* Table 1: KT-pFL beats FedMD: **reproduces** · *budget-limited*, +1.0 [+0.2, +1.8] (3 seeds)."
+    table = pd.DataFrame({"verdict": [r["verdict"] for r in rows]}, index=[r["claim"] for r in rows])
+    main, noted, own = split_claims(table, rows, aside=("Table 3",))
+    assert list(main.index) == [rows[0]["claim"]] and list(noted.index) == [rows[1]["claim"]]
+    assert list(own.index) == [rows[2]["claim"]]
+    main, noted, own = split_claims(table, rows)
+    assert len(main) == 2 and noted.empty
+
+
+def test_model_sizes_and_cost_compare_each_model_with_its_full_width_one():
+    sizes = model_sizes(["lenet"], ["fedavg-cnn"], "book", per_round=100)
+    assert sizes.loc["lenet", "ratio"] == pytest.approx(
+        sizes.loc["lenet", "parameters"] / sizes.loc["lenet", "its parameters"], abs=1e-4
+    )
+    assert sizes.loc["lenet", "soft KB a round"] == pytest.approx(4.0)  # 100 × 10 float32
+    cost = model_cost(["lenet", "fedavg-cnn", "lenet"])
+    assert list(cost.index) == ["lenet", "fedavg-cnn"] and (cost["multiply-adds per image"] > 0).all()
+    assert cost.loc["fedavg-cnn", "parameters"] > cost.loc["lenet", "parameters"]
+
+
+def test_split_summary_counts_images_and_classes_per_client():
+    cfg = tiny_config(partition="pathological", classes_per_client=2, clients=4)
+    text = split_summary(Federation.from_config(cfg))
+    assert text.startswith("training images per client median ") and text.endswith("2.0")
+
+
+def test_the_channel_frame_last_round_and_sentence():
+    import pandas as pd
+
+    probe = lambda w, g: {"self_weight": [w, w], "grad_ratio": [g, g]}  # noqa: E731
+    res = Ledger(
+        {"KT-pFL": [0], "FedMD": [0], "Local (λ = 0)": [0], "FedDF": [0]},
+        probes={
+            ("KT-pFL", 0): {1: probe(0.5, 0.2), 2: probe(0.6, 0.3)},
+            ("FedMD", 0): {2: probe(0.25, 0.1)},
+            ("Local (λ = 0)", 0): {2: probe(0.0, 0.0)},
+        },  # fmt: skip
+    )
+    diag = channel_frame({"Non-IID_1": res}, ("KT-pFL", "FedMD", "Local (λ = 0)"), "Local (λ = 0)")
+    assert len(diag) == 4 and diag[diag.arm == "Local (λ = 0)"][W_SELF].isna().all()
+    last = channel_last(diag)
+    assert last.loc[("Non-IID_1", "KT-pFL"), G_RATIO] == pytest.approx(0.3)
+    text = channel_sentence(last, clients=4)
+    assert "KT-pFL's distillation gradient is 0.30 of its private one (FedMD's 0.10)" in text and "1/N = 0.25" in text
+    assert isinstance(last, pd.DataFrame)
+
+
+def test_architecture_table_reads_mean_and_lowest_seed_and_counts_collapses():
+    import pandas as pd
+
+    groups = pd.DataFrame({"split": ["A"] * 4, "arm": ["KT-pFL"] * 4, "seed": [0, 1, 0, 1],
+                           "architecture": ["lenet", "lenet", "mlp", "mlp"], "acc": [80.0, 60.0, 10.0, 30.0]})  # fmt: skip
+    table, text = architecture_table(groups, near_chance=20.0)
+    assert table.loc[("A", "KT-pFL"), "lenet"] == "70.0 (60.0)" and table.loc[("A", "KT-pFL"), "mlp"] == "20.0 (10.0)"
+    assert text.startswith("Architecture-seed pairs below 20 %: KT-pFL on A: 1.") and "seed 0, at 10.0 %" in text
+
+
+def test_coefficient_rows_class_order_and_last_c():
+    c = np.array([[0.6, 0.1, 0.3], [0.2, 0.8, 0.1], [0.2, 0.1, 0.6]])
+    sim = np.array([[1.0, 0.1, 0.9], [0.1, 1.0, 0.2], [0.9, 0.2, 1.0]])
+    row = coefficient_rows(c, sim)
+    assert row["mean self-weight c_nn"] == pytest.approx(2.0 / 3)
+    assert row["Spearman(c, label similarity)"] > 0.5  # the large c's sit on the similar pairs
+    assert coefficient_rows(np.full((3, 3), 1 / 3), sim)["Spearman(c, label similarity)"] == 0.0  # constant c
+    mix = np.array([[0, 0.5, 0, 0.5], [0.5, 0.5, 0, 0], [0, 0.4, 0, 0.6], [0.5, 0.5, 0, 0]])
+    order, tags = class_order(mix)
+    assert tags == ["0&1", "0&1", "1&3", "1&3"] and sorted(order[:2]) == [1, 3]
+    res = Ledger({"KT-pFL": [0]}, probes={("KT-pFL", 0): {2: {"c": [[1.0]]}, 4: {"c": c.tolist()}}})
+    got, rnd = last_c(res, "KT-pFL", 0)
+    assert rnd == 4 and np.allclose(got, c)
+
+
+def test_table2_frame_outcome_and_the_papers_margin():
+    import pandas as pd
+
+    paper = pd.DataFrame({"setting": ["20 clients / CNN"] * 3, "method": ["Fedavg", "pFedHN", "KT-pFL"],
+                          "value": [80.0, 90.0, 94.0]})  # fmt: skip
+    res = Ledger({"FedAvg": [70.0, 72.0], "pFedHN": [89.0, 91.0], "KT-pFL (parameters)": [80.0, 82.0], "KT-pFL": [85.0, 85.0]},
+                 improving={"FedAvg": True})  # fmt: skip
+    t = table2_frame({20: res}, paper, near_points=3.0)
+    assert list(t["within 3 points"]) == ["no", "yes", "no", "—"]  # the soft KT-pFL has no row in the paper
+    assert t.loc["KT-pFL (parameters)", "ours − paper"] == pytest.approx(-13.0)
+    assert paper_margin(paper.set_index("method").value, 20) == "+4.00 vs pFedHN (20 clients)"
+    assert paper_margin(pd.Series({"Fedavg": 1.0}), 100).startswith("—")
+    assert sampling_rate(20) == 1.0 and sampling_rate(100) == 0.1
+    text = table2_outcome(t, 20, near_points=3.0, near_goal=2, profile="book", images_each=270, pool=9000, public=3000,
+                          all_images=70000, rounds=20, local_epochs=3, model_words="the kit's LeNet")  # fmt: skip
+    assert "1 of 3 methods land within 3 points" in text and "**not met**" in text
+    assert (
+        "FedAvg still improved" in text and "the kit's LeNet" in text and "KT-pFL (parameters) is our reading" in text
+    )
+    assert "each would train on" not in text and "about 2625" in text  # 0.75 × 70 000 / 20
+
+
+def test_paper_factors_read_tables_3_to_6():
+    from pflkit.results import paper_results
+
+    pf = paper_factors(paper_results("ktpfl"))
+    assert pf["E"][5] == pytest.approx(88.73) and pf["rho"][0.7] == pytest.approx(89.14)
+    assert pf["arms"]["E=5"] == pytest.approx(88.73) and pf["arms"]["ρ=0.1"] == pytest.approx(89.49)
+    assert pf["arms"]["R=2"] == pytest.approx(89.90) and isinstance(pf["domain"], float)
+
+
+def test_figure5_table_and_sentence():
+    import pandas as pd
+
+    def ledger(arms):  # one seed, 2 clients, 1 round: MB up and down per arm
+        return Ledger({a: [0] for a in arms}, finals=pd.DataFrame({"arm": list(arms), "seed": 0, "rounds": 1,
+                                                                    "MB_up": [u for u, _ in arms.values()],
+                                                                    "MB_down": [d for _, d in arms.values()]}))  # fmt: skip
+
+    hetero = ledger({"KT-pFL": (0.2, 0.3)})
+    homog = ledger(
+        {"FedAvg": (2.0, 2.0), "FedAMP": (2.0, 2.0), "KT-pFL (parameters)": (2.0, 2.0), "KT-pFL": (0.2, 0.3)}
+    )
+    fig5 = figure5_table(hetero, homog, clients=2, n=2, batch_mb=1.5)
+    assert list(fig5.columns) == PARTS and fig5.loc["FedAvg (parameters)", "parameters (up)"] == pytest.approx(1.0)
+    kt = fig5.loc["KT-pFL (homogeneous, soft predictions)"]
+    assert kt["soft predictions (up)"] == kt["teacher (down)"] == pytest.approx(0.1)
+    assert kt["public batch indices (down)"] == pytest.approx(0.05)
+    sent = fig5.loc["KT-pFL (heterogeneous), public batch sent"]
+    assert sent["public batch images (down)"] == 1.5 and sent["public batch indices (down)"] == 0.0
+    assert "KT-pFL (homogeneous, parameters)" in fig5.index
+    text = figure5_sentence(fig5, "LeNet", 1000, 1.5)
+    assert "10.0× a KT-pFL upload" in text and "moves 1.70 MB against FedAvg's 2.00 MB" in text
+    assert text.endswith("soft predictions still move less.")
+
+
+def test_protocol_builds_the_chapters_runs_and_reads_the_pilots_choices_in_place():
+    from pflkit.chapters.ktpfl import Protocol
+
+    kt, lam, tuned, kt_params = {"T": 10.0, "public_batch": 100}, {}, {}, {"rho": 0.5, "c_lr": 1.0}
+    p = Protocol(fields=dict(clients=20, local_epochs=3, lr=0.01), splits={"A": dict(partition="dirichlet", alpha=0.5)},
+                 archs="lenet,mlp", homog_model="lenet", rounds=20, evals=10, pilot_rounds=5, kt=kt, lam=lam,
+                 lam_default=1.0, kt_params=kt_params, feddf={"server_steps": 20}, tuned=tuned)  # fmt: skip
+    cfg = p.config("ktpfl", "A", lr=0.02)
+    assert (cfg.clients, cfg.rounds, cfg.eval_every, cfg.lr, cfg.partition) == (20, 20, 2, 0.02, "dirichlet")
+    assert cfg.options == {"T": 10.0, "public_batch": 100, "lam": 1.0, "models": "lenet,mlp"}
+    lam["ktpfl"], tuned["feddf"] = 30.0, {"server_lr": 1e-3}  # what the pilots choose, read by later configs
+    assert p.config("ktpfl", "A").options["lam"] == 30.0 and p.config("fedmd", "A").options["lam"] == 1.0
+    assert p.options("feddf") == {"models": "lenet,mlp", "server_steps": 20, "server_lr": 1e-3}
+    assert p.options("ktpfl-params") == kt_params and p.options("fedavg") == {}
+    local = p.local("A")
+    assert local.options["lam"] == 0.0 and local.options["public_batch"] == 1 and local.method == "ktpfl"
+    pilot = p.pilot("fedavg", split="A")
+    assert (pilot.rounds, pilot.eval_every) == (5, 5)
+    h = p.homog("pfedhn", 10, per_round=0.5, final_only=True, split="A")
+    assert (h.model, h.clients, h.rounds, h.sample_rate, h.eval_every) == ("lenet", 10, 100, 0.1, 100)
+    h = p.homog("fedavg", split="A")
+    assert (h.clients, h.sample_rate, h.rounds, h.options) == (20, 1.0, 20, {})
+
+
+# --- the claims, on sweep results built from synthetic records -------------------------------------------
+
+
+def record(acc: float, *, method="ktpfl", rounds=4, c=None, hist=None, val=None) -> dict:
+    """A finished run's record as the store keeps it, reduced to what the tables and claims read (acc in
+    [0, 1]); ``c``: KT-pFL's coefficients after the last round (the probe)."""
+    from pflkit.sweeps import FINAL_METRICS
+
+    val = acc if val is None else val
+    hist = hist or [(rounds, acc)]
+    rec = {
+        "config": {"method": method, "rounds": rounds},
+        "final": {"round": rounds} | dict.fromkeys(FINAL_METRICS, acc),
+        "history": [{"round": r, "mean_acc": a, "pooled_acc": a, "val_mean_acc": val} for r, a in hist],
+        "best_by_val": {"round": rounds, "mean_acc": acc, "pooled_acc": acc},
+        "improving": 0.0,
+        "comm": {"bytes_up": 0, "bytes_down": 0},
+        "provenance": {"wall_time_s": 0.0},
+    }
+    if c is not None:
+        rec["probe"] = {"name": "probe", "rounds": {str(rounds): {"c": c}}}
+    return rec
+
+
+def sweep_result(by_arm: dict):
+    from pflkit.sweeps import SweepResult
+
+    seeds = range(max(len(v) for v in by_arm.values()))
+    return SweepResult({(a, s): r for a, recs in by_arm.items() for s, r in enumerate(recs)}, list(by_arm), seeds)
+
+
+MOVED = [[0.8, 0.3], [0.2, 0.7]]  # c far from 1/2
+
+
+def test_table1_claims_check_the_mechanisms_first_and_judge_the_papers_pairs():
+    import pandas as pd
+
+    def arm(accs, method="fedmd", c=None):
+        return [record(a, method=method, c=c) for a in accs]
+
+    res = sweep_result({
+        "KT-pFL": arm([0.80, 0.82, 0.81], "ktpfl", MOVED), "FedMD": arm([0.70, 0.71, 0.72]),
+        "Sim-pFD": arm([0.79, 0.83, 0.80]), "Local (λ = 0)": arm([0.60, 0.61, 0.62]),
+        "FedDF": arm([0.5, 0.5, 0.5], "feddf"), "FedDF, no server distillation": arm([0.4, 0.45, 0.5], "feddf"),
+    })  # fmt: skip
+    budget = pd.DataFrame({"arm": ["KT-pFL"], "budget": ["1×"], "rounds": [4]})
+    pub = {"KT-pFL": 75.0, "FedMD": 68.0, "Sim-pFD": 72.0}
+    out = table1_claims("Non-IID_1", res, res, budget, best="FedMD", plan=None, pub=pub, rounds=4, inert_c=0.01,
+                        resolution=1.0)  # fmt: skip
+    names = [r["claim"] for r in out["claims"]]
+    assert names[:2] == [out["mech"]["claim"], out["mech_c"]["claim"]] and len(names) == 4  # best = FedMD: no extra row
+    assert out["mech"]["verdict"] == "reproduces" and out["mech_c"]["verdict"] == "reproduces"
+    fedmd = out["claims"][2]
+    assert fedmd["claim"] == "Table 1, Non-IID_1: KT-pFL beats FedMD (learned c − uniform c)"
+    assert fedmd["verdict"] == "reproduces" and fedmd.get("headline") and fedmd["paper"] == "+3.0 vs Sim-pFD"
+    assert out["claims"][3]["paper"] == "+3.00 (vs Sim-pFD)"
+    assert len(out["lines"]) == 1 and out["lines"][0].count("\n* ") == 3  # no arm ran on
+    assert out["notes"][0].startswith("* Non-IID_1, control: FedDF's server distillation (FedDF − FedDF, no server")
+    ran = table1_claims("Non-IID_1", res, res, budget.assign(budget="2×", rounds=8), best="Sim-pFD", plan=None, pub=pub,
+                        rounds=4, inert_c=0.01, resolution=1.0)  # fmt: skip
+    assert len(ran["claims"]) == 4 and "KT-pFL ran on to 8 rounds (still improving at 4)" in ran["lines"][1]
+
+
+def test_factor_claims_gate_the_little_effect_claims_on_what_acts():
+    from pflkit.verdicts import verdict
+
+    still = [[0.5, 0.5], [0.5, 0.5]]
+    res = sweep_result({
+        "E=1": [record(a, c=still) for a in (0.70, 0.71, 0.72)], "E=6": [record(a, c=still) for a in (0.80, 0.80, 0.82)],
+        "|D_r|=100": [record(a, c=still) for a in (0.75, 0.76, 0.77)],
+        "|D_r|=1000": [record(a, c=still) for a in (0.75, 0.77, 0.76)],
+        "ρ=0.1": [record(a, c=still) for a in (0.75, 0.75, 0.76)], "ρ=0.7": [record(a, c=still) for a in (0.75, 0.76, 0.75)],
+        "public: digits": [record(a, c=still) for a in (0.75, 0.75, 0.75)],
+        "public: held out": [record(a, c=still) for a in (0.75, 0.75, 0.75)],
+    })  # fmt: skip
+    pf = {"E": {5: 88.0, 20: 89.0}, "rho": {0.1: 89.5, 0.7: 89.1}, "public": {100: 88.0, 1000: 89.0}, "domain": -0.5}
+    kw = dict(e=[1, 6], public=[100, 1000], rho=[0.1, 0.7], foreign=("public: digits", "public: held out"), n_foreign=1797,
+              public_images=3000, sweep_rounds=8, margin=2.0, inert_c=0.01, seeds=[0, 1, 2], resolution=1.0)  # fmt: skip
+    rows, plan = factor_claims(res, pf, helps=verdict([1.0, 2.0, 1.5]), **kw)
+    by = {r["claim"].split(":")[0]: r for r in rows}
+    assert list(by) == ["Table 3", "Table 6", "Table 4", "Table 5"] and by["Table 3"]["verdict"] == "reproduces"
+    assert by["Table 3"]["paper"] == "+1.00 (E=20 vs E=5)" and by["Table 6"]["paper"] == "+1.0 (1000 vs 100)"
+    assert by["Table 4"]["verdict"] == "not tested" and "c stayed within 0.01" in by["Table 4"]["ours (a − b, 95 % CI)"]
+    assert by["Table 5"]["verdict"] == "reproduces" and "1797 images against 3000" in by["Table 5"]["claim"]
+    assert set(plan.index) == {"E", "|D_r|", "ρ", "public set"}
+    rows, _ = factor_claims(res, pf, helps=verdict([-1.0, -2.0, -1.5]), **kw)  # distillation did not help
+    assert [r["verdict"] for r in rows[2:]] == ["not tested", "not tested"]
+    assert "distillation was not shown to help" in rows[3]["ours (a − b, 95 % CI)"]
+
+
+def test_table2_claims_data_control_and_coefficient_claims():
+    import pandas as pd
+
+    kp = "KT-pFL (parameters)"
+    res = sweep_result({
+        kp: [record(a, method="ktpfl-params", c=MOVED) for a in (0.85, 0.86, 0.87)],
+        "KT-pFL": [record(a) for a in (0.80, 0.80, 0.81)], "pFedHN": [record(a, method="pfedhn") for a in (0.80, 0.80, 0.81)],
+        "FedAvg + FT": [record(a, method="fedavg-ft") for a in (0.70, 0.71, 0.72)],
+    })  # fmt: skip
+    budget = pd.DataFrame({"arm": [kp], "budget": ["1×"], "rounds": [4]})
+    pub = pd.Series({"KT-pFL": 93.93, "pFedHN": 92.22, "Fedavg-Local FT": 90.17})
+    out = table2_claims(res, res, budget, 20, best="pFedHN", pub=pub, seeds=[0, 1, 2], inert_c=0.01, kp=kp)
+    assert out["mech"]["verdict"] == "reproduces" and out["ran_on"] == ""
+    head = out["claims"][0]
+    assert head["claim"].startswith("Table 2, 20 clients: KT-pFL (parameters) beats the strongest other method (pFedHN")
+    assert head["verdict"] == "reproduces" and head["paper"] == "+1.71 vs pFedHN (20 clients)"
+    assert out["claims"][2]["claim"].startswith("Table 2, 20 clients (ours): exchanging parameters")
+    full = sweep_result({"FedAvg + FT, all training images": [record(a) for a in (0.80, 0.82, 0.81)]})
+    table, claims = data_control(res, full, 20, ["FedAvg + FT"], pub, (270, 2400), resolution=1.0)
+    assert (
+        table.loc["FedAvg + FT", "ours, all images"] == pytest.approx(81.0)
+        and table.loc["FedAvg + FT", "paper"] == 90.2
+    )
+    assert claims[0]["verdict"] == "reproduces" and "81.0 on all images, 71.0 on the subset" in claims[0]["claim"]
+    corr = pd.DataFrame({"split": ["A"] * 3, "seed": [0, 1, 2], "Spearman(c, label similarity)": [0.4, 0.5, 0.45]})
+    (row,) = coefficient_claims(corr, {"A": res}, {"A": out["mech"]})
+    assert row["claim"].startswith("A: c puts more weight") and row["verdict"] == "reproduces"
+
+
+def test_leads_name_the_papers_three_lead_claims_with_our_setting():
+    mech = {
+        s: {"verdict": "underpowered", "ours (a − b, 95 % CI)": "+1.8 [-0.0, +3.7] (3 seeds)"}
+        for s in ("Non-IID_1", "Non-IID_2")
+    }
+    claims = [
+        {
+            "claim": "Table 2, 20 clients (ours): every training image lifts FedAvg + FT",
+            "ours (a − b, 95 % CI)": "+9.4 [+8, +10]",
+        }
+    ]
+    rows = leads(mech, claims, 20, 3, 9000)
+    assert [r[1] for r in rows] == ["KT-pFL beats FedMD (Table 1, Non-IID_1)", "KT-pFL beats Sim-pFD (Table 1, Non-IID_2)",
+                                    "KT-pFL beats every baseline (Table 2)"]  # fmt: skip
+    assert rows[0][2] == "FMNIST Non-IID_1, 20 clients, E = 3 (paper: 20)" and rows[0][3].endswith(
+        "underpowered (+1.8)"
+    )
+    assert (
+        rows[2][3] == "few images a client: all of them lift FedAvg + FT by +9.4"
+        and leads(mech, [], 20, 3, None)[2][3] == ""
+    )
+
+
+def test_chosen_sentence_pilots_c_moved_and_rounds_of_updates():
+    text = chosen_sentence({"lr": 0.08, "lam": 0.3}, {"FedDF": 0.04}, ("Local (λ = 0)", 0.04),
+                           {"KT-pFL": {"c_lr": 0.01, "rho": 0.5}}, {"FedAvg": 0.04}, {"FedAMP": {"sigma": 10.0}})  # fmt: skip
+    assert text == ("Chosen: the four soft-prediction methods lr 0.08 and λ 0.3; FedDF lr 0.04; Local (λ = 0) on its own lr "
+                    "0.04 (Table 1 runs it at 0.08); KT-pFL's η₃ 0.01 and ρ 0.5; homogeneous: FedAvg 0.04; the baselines' "
+                    "own: FedAMP σ 10.")  # fmt: skip
+
+    class Pilot:
+        grids = {"g": ["a", "b"]}
+        result = sweep_result({"a": [record(0.5, c=MOVED)], "b": [record(0.5, c=[[0.5, 0.5], [0.5, 0.5]])]})
+
+    moved = pilots_c_moved([Pilot()], [0])
+    assert list(moved.iloc[:, 0]) == pytest.approx([0.3, 0.0]) and list(moved.index) == ["a (seed 0)", "b (seed 0)"]
+    res = sweep_result({"FedAvg": [record(0.5, method="fedavg", hist=[(1, 0.4), (2, 0.5)])],
+                        "pFedHN": [record(0.5, method="pfedhn", hist=[(10, 0.4), (20, 0.5)])]})  # fmt: skip
+    h = rounds_of_updates({100: res})  # 100 clients at 0.1: ten pFedHN steps make a round
+    assert list(h[h.arm == "pFedHN"]["round"]) == [1.0, 2.0] and list(h[h.arm == "FedAvg"]["round"]) == [1, 2]
+    assert (h.clients == 100).all()
+
+
+def test_the_notes_figures_draw():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    diag = pd.DataFrame({"split": ["A", "A"], "arm": ["KT-pFL", "FedMD"], "seed": 0, "round": [1, 1], W_SELF: [0.5, 0.25],
+                         G_RATIO: [0.1, 0.2]})  # fmt: skip
+    fig = channel_figure(diag, ("KT-pFL", "FedMD"))
+    assert len(fig.axes) == 2 and fig.axes[0].get_ylabel() == "self-weight\nin the teacher"
+    assert fig.axes[0].get_title() == "A" and fig.axes[1].get_title() == ""  # one title a column
+    fig2 = c_heatmap(np.eye(3), [2, 0, 1], ["a", "b", "c"])
+    assert [t.get_text() for t in fig2.axes[0].get_xticklabels()] == ["a", "b", "c"]
+    fig5 = pd.DataFrame([[1.0, 1.0, 0.1, 0.0, 0.0, 0.0]], columns=PARTS, index=["KT-pFL"])
+    fig3 = figure5_plot(fig5)
+    assert fig3.axes[0].get_xlabel() == "MB per client and round"
+    for f in (fig, fig2, fig3):
+        plt.close(f)
+
+
+def test_setup_rows_state_ours_beside_the_papers():
+    p = dict(TRAIN_IMAGES=9000, TEST_IMAGES=None, DIRICHLET_ALPHA=0.5, CLIENTS=20, ARCHS="lenet,alexnet-16",
+             HOMOG_MODEL="lenet", PUBLIC_IMAGES=3000, PUBLIC_PER_ROUND=1000, ROUNDS=20, LOCAL_EPOCHS=3,
+             DISTILL_EPOCHS=1, TEMPERATURE=10.0, EXTEND_CAP=2, SEEDS=[0, 1, 2], T1_RUN=6)  # fmt: skip
+    rows = dict((what, (ours, paper)) for what, ours, paper in setup_rows(p))
+    assert list(rows) == ["Data", "Splits", "Clients, models", "Public set", "Training", "Tuning", "Seeds"]
+    assert rows["Data"][0].startswith("Fashion-MNIST, 9000 training and all test images")
+    assert rows["Clients, models"][0] == "20, five per architecture: lenet and alexnet-16; Table 2: all lenet"
+    assert "T = 10;" in rows["Training"][0] and rows["Seeds"] == (
+        "0, 1 and 2; a claim's arms to its seed plan, at most 6 in Table 1",
+        "",
+    )
+
+
+def test_table1_arms_fallback_notes_and_table1_frame():
+    import pandas as pd
+
+    from pflkit.chapters.ktpfl import LOCAL, NO_SERVER, TOPK_A, Protocol, fallback_notes, table1_arms, table1_frame
+
+    p = Protocol(fields=dict(clients=4), splits={"Non-IID_1": {}, "Non-IID_2": {}}, archs="lenet", homog_model="lenet",
+                 rounds=2, evals=1, pilot_rounds=1, kt={}, lam={}, lam_default=1.0, kt_params={},
+                 feddf={"server_steps": 20}, tuned={})  # fmt: skip
+    lr = {"fedmd": 0.08, "feddf": 0.04, "topk-pfd": 0.08, "ktpfl": 0.08}
+    arms = table1_arms(p, "Non-IID_1", lr, soft_lr=0.08)
+    assert list(arms) == ["FedMD", "FedDF", "TopK-pFD", "KT-pFL", LOCAL, NO_SERVER, TOPK_A]
+    assert arms[NO_SERVER].options["server_steps"] == 0 and arms[NO_SERVER].lr == 0.04
+    assert arms[TOPK_A].options["topk_rule"] == "median" and arms[LOCAL].options["lam"] == 0.0
+    assert TOPK_A not in table1_arms(p, "Non-IID_2", lr, soft_lr=0.08)
+    notes = fallback_notes(
+        "A", {"FedMD": "lr 0.08 diverged", "KT-pFL": "lr 0.08 diverged", "FedDF": "lr 0.04 diverged"}
+    )
+    assert notes == ["A: lr 0.08 diverged", "A, FedDF: lr 0.04 diverged"]
+    res = sweep_result({"KT-pFL": [record(a) for a in (0.80, 0.82)], "FedMD": [record(a) for a in (0.70, 0.72)]})
+    paper = pd.DataFrame({"setting": ["A / 20 clients"] * 2, "method": ["KT-pFL", "FedMD"], "value": [75.48, 68.0]})
+    t = table1_frame({"A": res}, paper)
+    assert list(t.index) == [("A", "KT-pFL"), ("A", "FedMD")] and t.index.names == ["split", "method"]
+    assert list(t["paper"]) == ["75.48", "68.00"] and t.loc[("A", "KT-pFL"), "ours"] == "81.0 (80.0, 82.0)"
+    assert "ours, pooled (best-val round)" in t.columns

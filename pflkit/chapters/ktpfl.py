@@ -4,6 +4,8 @@ ratio), the accuracies of each architecture's clients, and the clients' label si
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import torch
@@ -12,7 +14,8 @@ from torch import nn
 from ..methods import get_method
 from ..methods.ktpfl import diagnostics
 from ..partitions import total_variation
-from ..verdicts import mechanism, verdict
+from ..results import margin_text
+from ..verdicts import INERT, SEED_CAP, claim, claim_row, flagged, mechanism, say, seed_plan, verdict
 
 SOFT = ("ktpfl", "fedmd", "sim-pfd", "topk-pfd")  # the soft-prediction methods: λ and T apply to them
 
@@ -115,3 +118,969 @@ def soft_vs_parameters(soft: pd.DataFrame, params: pd.DataFrame, batch_mb: float
     both = params.up + params.down
     return {"as run": np.log(both / (soft.up + soft.down)).dropna(),
             "batch sent": np.log(both / (2 * soft.up + batch_mb)).dropna()}  # fmt: skip
+
+
+# --- what the page shows: tables, figures and sentences built from the runs ---------------------------
+
+STRONG = "#c0392b"  # the paper's method, in every curve plot of the chapter
+COLUMNS = {  # paper_vs_ours's columns -> the headers the page shows
+    "paper Fashion_MNIST": "paper",
+    "ours mean_acc": "ours",
+    "seeds": "seeds",
+    "still improving": "still improving",
+    "ours pooled, at the round of best mean val": "ours, pooled (best-val round)",
+}
+
+
+def accuracy_view(table: pd.DataFrame) -> pd.DataFrame:
+    """A table of :func:`pflkit.verdicts.paper_vs_ours` (or several, concatenated) with the page's headers:
+    "paper", "ours" (mean ± 95 % CI), "seeds", "still improving"; the row labels named "method"; the
+    paper's missing numbers "—", the others rounded to the paper's two digits."""
+    out = table.rename(columns=COLUMNS).rename_axis(index=lambda n: "method" if n == "arm" else n)
+    if "paper" in out:
+        out["paper"] = [("—" if v != v else f"{v:.2f}") if isinstance(v, float) else v for v in out["paper"]]
+    return out
+
+
+def muted_palette(arms, strong: str = "KT-pFL") -> dict:
+    """One colour per arm: ``strong`` (and arms named after it, such as "KT-pFL (parameters)") in the
+    chapter's strong red, every other arm in a muted colour of its own."""
+    import seaborn as sns
+
+    others = [a for a in arms if not str(a).startswith(strong)]
+    muted = [c for i, c in enumerate(sns.color_palette("muted", 10)) if i != 3]  # no red beside the strong red
+    muted = (muted * (len(others) // len(muted) + 1))[: len(others)]
+    pal = {a: sns.desaturate(c, 0.45) for a, c in zip(others, muted)}
+    return pal | {a: STRONG for a in arms if str(a).startswith(strong)}
+
+
+def curves(
+    hist: pd.DataFrame, panel: str, *, strong: str = "KT-pFL", width: float = 7.0, ylabel: str = "", titles=None
+):
+    """Accuracy by round, one panel per value of ``panel`` (``hist``: round, mean_acc, arm, seed and the panel
+    column), the mean over seeds; ``strong`` drawn thick in the strong colour (its variants, such as "KT-pFL
+    (parameters)", dashed), the rest thin and muted; one
+    legend under the panels.  Returns the figure (text at least 9 pt)."""
+    import matplotlib.pyplot as plt
+
+    keys = list(dict.fromkeys(hist[panel]))
+    arms = list(dict.fromkeys(hist["arm"]))
+    pal = muted_palette(arms, strong)
+    with plt.rc_context({"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "legend.fontsize": 9.5}):
+        fig, axes = plt.subplots(1, len(keys), figsize=(width, 3.3), sharey=True, squeeze=False)
+        for ax, key in zip(axes[0], keys):
+            mean = hist[hist[panel] == key].groupby(["arm", "round"], sort=False).mean_acc.mean()
+            for arm in arms:
+                if arm in mean.index.get_level_values(0):
+                    s = mean[arm]
+                    bold = str(arm).startswith(strong)
+                    ls = "--" if bold and arm != strong else "-"  # a variant of the paper's method: dashed
+                    ax.plot(
+                        s.index,
+                        s.values,
+                        color=pal[arm],
+                        lw=2.4 if bold else 1.2,
+                        ls=ls,
+                        zorder=3 if bold else 2,
+                        label=arm,
+                    )
+            ax.set(title=(titles or {}).get(key, f"{panel} = {key}" if panel != "split" else str(key)), xlabel="round")
+            ax.grid(alpha=0.3)
+        axes[0][0].set_ylabel(ylabel or "mean client test accuracy (%)")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        for ax in axes[0][1:]:  # arms that only a later panel has
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
+        fig.tight_layout()
+    return fig
+
+
+def claim_lines(rows: list[dict]) -> str:
+    """Claims as the bullets under a table: each claim, its word with its flags, our difference and
+    interval (:func:`pflkit.verdicts.say`); the notes stay in the claims table's fold."""
+    from ..verdicts import say
+
+    return "\n".join(f"* {r['claim']}: {say(r)}." for r in rows)
+
+
+def split_claims(table: pd.DataFrame, rows: list[dict], aside=()) -> tuple[pd.DataFrame, ...]:
+    """A claims table (:func:`pflkit.verdicts.claims_table`, indexed by claim) cut in three, each in the
+    table's order: the paper's claims on the main path; the paper's claims whose text starts with one of
+    ``aside`` (those judged in the laboratory notes); and our own checks (:func:`pflkit.verdicts.is_own`:
+    mechanisms, controls, questions we added)."""
+    from ..verdicts import is_own
+
+    own = table.index.isin([r["claim"] for r in rows if is_own(r)])
+    noted = table.index.str.startswith(tuple(aside)) & ~own if aside else np.zeros(len(table), bool)
+    return table[~own & ~noted], table[noted], table[own]
+
+
+# --- the laboratory notes' tables and sentences -------------------------------------------------------
+
+W_SELF, G_RATIO = "self-weight in the teacher", "distillation / private gradient"
+
+
+def model_sizes(archs: list[str], full: list[str], profile: str, per_round: int) -> pd.DataFrame:
+    """Each architecture's parameters at ``profile`` beside its full-width model's (the ``paper`` profile's,
+    ``full``, in the same order), their ratio (``profile`` over ``paper``), and the KB of soft predictions a client sends a round
+    (``per_round`` public images × 10 classes, float32)."""
+    from ..models import build_model, n_params
+
+    params = {a: n_params(build_model(a, (1, 28, 28), 10)) for a in {*archs, *full}}
+    out = pd.DataFrame(
+        {
+            "parameters": [params[a] for a in archs],
+            "full width": full,
+            "its parameters": [params[b] for b in full],
+        },
+        index=pd.Index(archs, name="model"),
+    )
+    out["ratio"] = (out["parameters"] / out["its parameters"]).round(4)
+    out["soft KB a round"] = per_round * 10 * 4 / 1e3
+    return out
+
+
+def model_cost(models: list[str]) -> pd.DataFrame:
+    """Parameters and multiply-adds per 28×28 image of each model (Table 2's and the paper's)."""
+    from ..models import build_model, n_params
+
+    built = {h: build_model(h, (1, 28, 28), 10) for h in dict.fromkeys(models)}
+    return pd.DataFrame(
+        {
+            "parameters": {h: n_params(m) for h, m in built.items()},
+            "multiply-adds per image": {h: multiply_adds(m) for h, m in built.items()},
+        }
+    ).rename_axis(index="model")
+
+
+def split_summary(fed) -> str:
+    """A federation's clients in one sentence: the median training images a client and the classes
+    it holds (over 1 % of its images), on average."""
+    counts = fed.partition.class_counts(fed.ds.y_train.numpy())
+    held = np.mean((counts / counts.sum(1, keepdims=True) > 0.01).sum(1))
+    return f"training images per client median {np.median(counts.sum(1)):.0f}; classes held per client (> 1 % of its images): {held:.1f}"
+
+
+def channel_frame(results: dict, arms, local: str) -> pd.DataFrame:
+    """The distillation channel's probes (:func:`kt_probe`) of ``arms`` in each split's result: one row per
+    split, arm, seed and evaluated round, with the mean self-weight (none for ``local``, which has no
+    teacher) and the mean distillation-to-private gradient ratio over the clients."""
+    rows = []
+    for split, res in results.items():
+        for a, s in res.records:
+            if a not in arms:
+                continue
+            for rnd, p in res.probes(a, s).items():
+                if p and "grad_ratio" in p:
+                    w = np.nan if a == local else np.mean(p["self_weight"])
+                    rows.append(
+                        {
+                            "split": split,
+                            "arm": a,
+                            "seed": s,
+                            "round": int(rnd),
+                            W_SELF: w,
+                            G_RATIO: np.mean(p["grad_ratio"]),
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def channel_last(diag: pd.DataFrame) -> pd.DataFrame:
+    """Per split and arm, the channel at each run's last evaluated round, averaged over seeds."""
+    last = diag["round"] == diag.groupby(["split", "arm", "seed"])["round"].transform("max")
+    return diag[last].groupby(["split", "arm"])[[W_SELF, G_RATIO]].mean().rename_axis(index=["split", "method"])
+
+
+def channel_sentence(last: pd.DataFrame, clients: int) -> str:
+    """What :func:`channel_last` says of KT-pFL against FedMD on each split."""
+    splits = list(dict.fromkeys(last.index.get_level_values(0)))
+    parts = [
+        f"on {s}, KT-pFL's distillation gradient is {last.loc[(s, 'KT-pFL'), G_RATIO]:.2f} of its private one (FedMD's "
+        f"{last.loc[(s, 'FedMD'), G_RATIO]:.2f}) and its self-weight {last.loc[(s, 'KT-pFL'), W_SELF]:.2f}, against 1/N = {1 / clients:.2f}"
+        for s in splits
+    ]
+    return (
+        "At the last round: "
+        + "; ".join(parts)
+        + ". A ratio well below 1 leaves a client's training to its own labels; near or "
+        "above 1, distillation pulls about as hard as they do."
+    )
+
+
+def architecture_table(groups: pd.DataFrame, near_chance: float) -> tuple[pd.DataFrame, str]:
+    """Per split, arm and architecture (``groups``: :func:`by_architecture` with a split column), the mean
+    accuracy over seeds with the lowest seed's in brackets; and the sentence that counts the
+    architecture-seed pairs below ``near_chance`` % and names the lowest."""
+    summary = groups.groupby(["split", "arm", "architecture"], sort=False).acc.agg(["mean", "min"])
+    table = summary.apply(lambda r: f"{r['mean']:.1f} ({r['min']:.1f})", axis=1).unstack("architecture")
+    low = groups[groups.acc < near_chance]
+    collapsed = low.groupby(["split", "arm"]).size()
+    worst = groups.loc[groups.acc.idxmin()]
+    text = (
+        f"Architecture-seed pairs below {near_chance:g} %: "
+        + ("; ".join(f"{a} on {s}: {n}" for (s, a), n in collapsed.items()) if len(low) else "none")
+        + f". The lowest: {worst.arm}'s {worst.architecture} clients on {worst.split}, seed {worst.seed}, at {worst.acc:.1f} %."
+    )
+    return table.rename_axis(index=["split", "method"]), text
+
+
+def coefficient_rows(c: np.ndarray, sim: np.ndarray) -> dict:
+    """One run's learned c against its clients' label similarity: the Spearman correlation of c_mn and the
+    similarity over pairs m ≠ n (0 when either is constant: no preference), and the mean self-weight."""
+    from scipy.stats import spearmanr
+
+    off = ~np.eye(len(c), dtype=bool)
+    r_s = spearmanr(c[off], sim[off])[0] if np.ptp(c[off]) > 0 and np.ptp(sim[off]) > 0 else 0.0
+    return {"Spearman(c, label similarity)": r_s, "mean self-weight c_nn": np.diag(c).mean()}
+
+
+def class_order(mix: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Clients ordered by their two largest classes (``mix``: clients × classes), so that clients with the
+    same two classes sit side by side, and each client's label ("3&7") in that order."""
+    top2 = np.sort(np.argsort(-mix, axis=1)[:, :2], axis=1)
+    order = np.lexsort(top2.T[::-1])
+    return order, ["&".join(str(k) for k in top2[i]) for i in order]
+
+
+def last_c(result, arm: str, seed: int) -> tuple[np.ndarray, int]:
+    """KT-pFL's c after a run's last probed round (an arm that ran on: its own last round), and that round."""
+    p = result.probes(arm, seed)
+    return np.array(p[max(p)]["c"]), max(p)
+
+
+# --- Table 2 ---------------------------------------------------------------------------------------------
+
+PAPER_TRAIN_SHARE = 0.75  # §5.1: each client's data split 75/25 into training and test
+NAME2 = {
+    "FedAvg": "Fedavg",
+    "Per-FedAvg": "Per-Fedavg",
+    "FedAvg + FT": "Fedavg-Local FT",
+    "KT-pFL (parameters)": "KT-pFL",
+    "KT-pFL": None,
+}
+"""Our Table 2 arm -> the paper's row (the paper's KT-pFL row is the parameter-exchanging one; the soft one has none)."""
+
+
+def sampling_rate(n: int) -> float:
+    """§5.1: 20 clients all in every round; 100 clients at a sampling rate of 0.1."""
+    return 1.0 if n <= 20 else 0.1
+
+
+def near_column(points: float) -> str:
+    return f"within {points:g} points"
+
+
+def table2_frame(results: dict, paper: pd.DataFrame, near_points: float) -> pd.DataFrame:
+    """Table 2 at each client count (``results``: n -> SweepResult; ``paper``: the paper's Table 2 rows on
+    Fashion_MNIST): :func:`~pflkit.verdicts.paper_vs_ours` with ours − paper (the mean's gap), whether it
+    lies within ``near_points`` ("—" where the paper has no number) and the client count."""
+    from ..verdicts import paper_vs_ours
+
+    frames = []
+    for n, res in results.items():
+        d = paper[paper.setting.str.startswith(f"{n} clients")]
+        pub = {a: dict(zip(d.method, d.value)).get(NAME2.get(a, a), np.nan) for a in res.arms}
+        t = paper_vs_ours(res, pub, label="paper Fashion_MNIST")
+        t["ours − paper"] = [res.values(a).mean() - pub[a] for a in t.index]
+        frames.append(t.assign(clients=n))
+    out = pd.concat(frames)
+    gaps = out["ours − paper"]
+    out[near_column(near_points)] = ["—" if np.isnan(g) else "yes" if abs(g) <= near_points else "no" for g in gaps]
+    return out
+
+
+def paper_margin(paper_n: pd.Series, n: int) -> str:
+    """The paper's KT-pFL margin over its strongest other method at ``n`` clients (``paper_n``: method -> value)."""
+    if "KT-pFL" not in paper_n:
+        return "— (the paper has no run at this client count)"
+    best = paper_n.drop("KT-pFL").idxmax()
+    return f"{paper_n['KT-pFL'] - paper_n[best]:+.2f} vs {best} ({n} clients)"
+
+
+def table2_outcome(
+    rows: pd.DataFrame,
+    n: int,
+    *,
+    near_points: float,
+    near_goal: int,
+    profile: str,
+    images_each: float,
+    pool: int,
+    public: int,
+    all_images: int,
+    rounds: int,
+    local_epochs: int,
+    model_words: str | None = None,
+    kp: str = "KT-pFL (parameters)",
+) -> str:
+    """Whether Table 2's runs at ``n`` clients (``rows``: :func:`table2_frame` at n) meet the table's goal (at
+    least ``near_goal`` methods within ``near_points`` of the paper), and what the runs say of the misses:
+    ``images_each`` training images a client of a ``pool`` less ``public`` ones, against ``all_images`` of
+    Fashion-MNIST spread over the paper's clients; ``rounds`` of ``local_epochs``; ``model_words``: the model
+    every client runs where it is not the paper's CNN (None: it is)."""
+    near = near_column(near_points)
+    rows = rows[rows[near] != "—"]
+    goal = f"at least {near_goal} methods within {near_points:g} points of the paper's Fashion_MNIST numbers"
+    if rows.empty:
+        return f"The paper has no Fashion_MNIST run with {n} clients: the goal ({goal}) is not assessed at `{profile}`."
+    hits = int((rows[near] == "yes").sum())
+    text = (
+        f"With {n} clients, {hits} of {len(rows)} methods land within {near_points:g} points of the paper: the goal "
+        f"({goal}) is **{'met' if hits >= near_goal else 'not met'}**."
+    )
+    misses = rows[rows[near] == "no"]
+    if misses.empty:
+        return text
+    text += (
+        " Further off (ours − paper): " + ", ".join(f"{a} {d:+.1f}" for a, d in misses["ours − paper"].items()) + "."
+    )
+    below, above = misses[misses["ours − paper"] < 0], misses[misses["ours − paper"] > 0]
+    limited = [a for a in below.index if below.loc[a, "still improving"] == "yes"]
+    settled = [a for a in below.index if below.loc[a, "still improving"] == "no"]
+    reasons = []
+    if len(below):
+        reasons.append(
+            f"each client trains on about {images_each:.0f} images ({pool:,} training images less the {public:,} public "
+            f"ones, over {n} clients, less validation); the paper does not give its clients' sizes, but were all "
+            f"{all_images:,} Fashion-MNIST images spread over its {n} clients, its {PAPER_TRAIN_SHARE:.0%} training split "
+            f"would give each about {PAPER_TRAIN_SHARE * all_images / n:.0f}"
+        )
+    if len(below) and sampling_rate(n) < 1:
+        reasons.append(
+            f"at a sampling rate of {sampling_rate(n):g} a client trains in about {rounds * sampling_rate(n):.0f} of the {rounds} rounds"
+        )
+    if limited:
+        reasons.append(
+            f"{', '.join(limited)} still improved at the end of {rounds} rounds of {local_epochs} local epochs (budget-limited)"
+        )
+    if settled:
+        reasons.append(f"{', '.join(settled)} had stopped improving by the last evaluation (at this learning rate)")
+    if len(below) and model_words:
+        reasons.append(
+            f"every client runs {model_words}, not the paper's CNN of McMahan et al. (the two models' sizes are in the "
+            "laboratory notes)"
+        )
+    if "pFedHN" in below.index:
+        reasons.append("pFedHN keeps the authors' client learning rate, untuned here")
+    if kp in misses.index:
+        reasons.append(f"{kp} is our reading of a variant the paper details only in an appendix we lack (Deviations)")
+    if len(above):
+        reasons.append(
+            f"{', '.join(above.index)} {'lies' if len(above) == 1 else 'lie'} above the paper's number, which nothing "
+            "measured here explains (the split and test protocol differ from the paper's: Deviations)"
+        )
+    return text + " What the runs show: " + "; ".join(reasons) + "."
+
+
+# --- Tables 3–6 and Figure 5 -------------------------------------------------------------------------------
+
+ARM_OF = {
+    r"local epochs E=(\d+)": "E={:g}",
+    r"distillation steps R=(\d+)": "R={:g}",
+    r"rho=([\d.]+)": "ρ={:g}",
+    r"\|D_r\|=(\d+)": "|D_r|={:g}",
+}
+"""The paper's setting in Tables 3, 4 and 6 -> the name of our arm at that value."""
+
+
+def paper_factors(paper: pd.DataFrame) -> dict:
+    """The paper's Fashion_MNIST numbers of Tables 3–6, read from its results (``paper``): ``arms`` (our arm's
+    name -> the paper's number, Tables 3, 4 and 6), ``E`` (Table 3's local-epochs rows: E -> value), ``rho``
+    (Table 4: ρ -> value), ``public`` (Table 6: |D_r| -> value) and ``domain`` (Table 5: MNIST − the
+    unlabeled open dataset)."""
+    import re
+
+    fm = paper[paper.dataset == "Fashion_MNIST"]
+    h = fm[fm.table.isin(["Table 3", "Table 4", "Table 6"])]
+    arms = {
+        form.format(float(m[1])): value
+        for setting, value in zip(h.setting, h.value)
+        for pattern, form in ARM_OF.items()
+        if (m := re.search(pattern, setting))
+    }
+    t3 = fm[(fm.table == "Table 3") & fm.setting.str.startswith("local epochs")]
+    t4, t6 = fm[fm.table == "Table 4"], fm[fm.table == "Table 6"]
+    t5 = fm[fm.table == "Table 5"].set_index("setting").value
+    return {
+        "arms": arms,
+        "E": dict(zip(t3.setting.str.extract(r"E=(\d+)")[0].astype(int), t3.value)),
+        "rho": dict(zip(t4.setting.str.extract(r"rho=([\d.]+)")[0].astype(float), t4.value)),
+        "public": dict(zip(t6.setting.str.extract(r"=(\d+)")[0].astype(int), t6.value)),
+        "domain": t5["public dataset MNIST"] - t5["public dataset Unlabeled Open Dataset"],
+    }
+
+
+PARTS = [
+    "soft predictions (up)",
+    "teacher (down)",
+    "public batch indices (down)",
+    "public batch images (down)",
+    "parameters (up)",
+    "parameters (down)",
+]
+
+
+def per_client_round(result, arm: str, n_clients: int, soft: bool = False) -> pd.Series:
+    """An arm's MB per client and round, by part. The ledger counts bytes up and down; a soft-prediction
+    method uploads only s(w_n, ξ_r) and downloads its teacher (the same |ξ_r| × C floats) and the indices of
+    ξ_r, so the download less the upload is the indices. A parameter-exchanging method sends parameters both
+    ways."""
+    up, down = round_mb(result, arm, n_clients).mean()
+    if soft:
+        return pd.Series({"soft predictions (up)": up, "teacher (down)": up, "public batch indices (down)": down - up})
+    return pd.Series({"parameters (up)": up, "parameters (down)": down})
+
+
+def figure5_table(
+    hetero, homog, clients: int, n: int, batch_mb: float, kp: str = "KT-pFL (parameters)"
+) -> pd.DataFrame:
+    """Figure 5's bars, MB per client and round by part (:data:`PARTS`): KT-pFL on Table 1's runs (``hetero``,
+    ``clients`` clients), FedAvg, FedAMP and both KT-pFL variants on Table 2's (``homog``, ``n`` clients), and
+    the heterogeneous KT-pFL again as if the server sent the round's public images (``batch_mb``) instead of
+    their indices."""
+    rows = {"KT-pFL (heterogeneous, soft predictions)": per_client_round(hetero, "KT-pFL", clients, soft=True)}
+    names = {"KT-pFL": "KT-pFL (homogeneous, soft predictions)", kp: "KT-pFL (homogeneous, parameters)"}
+    for a in ("FedAvg", "FedAMP", kp, "KT-pFL"):
+        rows[names.get(a, f"{a} (parameters)")] = per_client_round(homog, a, n, soft=a == "KT-pFL")
+    sent = rows["KT-pFL (heterogeneous, soft predictions)"].copy()
+    sent["public batch indices (down)"], sent["public batch images (down)"] = 0.0, batch_mb  # images, not indices
+    rows["KT-pFL (heterogeneous), public batch sent"] = sent
+    return pd.DataFrame(rows).T.reindex(columns=PARTS).fillna(0.0)
+
+
+def figure5_sentence(fig5: pd.DataFrame, label: str, per_round: int, batch_mb: float) -> str:
+    """What Figure 5's bars say: a FedAvg upload against a KT-pFL one, and a client's round with the public
+    images counted as sent against FedAvg's (``label``: the homogeneous model's name)."""
+    ratio = (
+        fig5.loc["FedAvg (parameters)", "parameters (up)"]
+        / fig5.loc["KT-pFL (homogeneous, soft predictions)", "soft predictions (up)"]
+    )
+    fedavg = fig5.loc["FedAvg (parameters)"].sum()
+    kt = fig5.loc["KT-pFL (heterogeneous), public batch sent"].sum()
+    end = (
+        "soft predictions still move less."
+        if kt < fedavg
+        else f"with a model as small as {label}, the images outweigh the parameters they replace."
+    )
+    return (
+        f"A FedAvg upload of {label} is {ratio:.1f}× a KT-pFL upload of {per_round} soft predictions. Counting the round's "
+        f"public images as sent ({batch_mb:.2f} MB; our reading of the Data bar of the paper's Figure 5, 'batch size used "
+        f"in distillation phase'), a KT-pFL client's round moves {kt:.2f} MB against FedAvg's {fedavg:.2f} MB ({label} "
+        f"both ways): " + end
+    )
+
+
+# --- the runs' configurations ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Protocol:
+    """§5.1's protocol as the chapter's runs use it: the run's fields (``fields``: clients, images, epochs,
+    batch, the first learning rate, momentum...), the splits by name, the architectures of Table 1 and Table
+    2's one model, and the options each method gets.  The option dicts are shared with the notebook, whose
+    pilots fill them in place: ``kt`` (the soft-prediction methods' options), ``lam`` (λ per soft method once
+    piloted, else ``lam_default``), ``kt_params`` (the parameter-exchanging KT-pFL's) and ``tuned`` (a
+    baseline's own hyperparameters)."""
+
+    fields: dict
+    splits: dict
+    archs: str
+    homog_model: str
+    rounds: int
+    evals: int
+    pilot_rounds: int
+    kt: dict
+    lam: dict
+    lam_default: float
+    kt_params: dict
+    feddf: dict
+    tuned: dict
+
+    def options(self, method: str, models: str | None = None) -> dict:
+        """The options of ``method``'s runs, on ``models`` (default: Table 1's architectures)."""
+        models = self.archs if models is None else models
+        if method in SOFT:
+            base = {**self.kt, "lam": self.lam.get(method, self.lam_default), "models": models}
+        elif method == "ktpfl-params":
+            base = dict(self.kt_params)
+        elif method in ("feddf", "pfeddf"):  # early stopping joins after the client-rate pilot
+            base = {"models": models, **self.feddf}
+        else:
+            base = {}
+        return base | self.tuned.get(method, {})
+
+    def config(self, method: str, split: str = "Non-IID_1", *, rounds: int | None = None, models=None, **fields):
+        """A run of §5.1's protocol: every client, every round, the local epochs on private data; evaluated
+        about ``evals`` times; ``fields`` replace any field of the run."""
+        from ..engine import RunConfig
+
+        rounds = self.rounds if rounds is None else rounds
+        base = RunConfig(
+            method=method,
+            dataset="fashion-mnist",
+            rounds=rounds,
+            eval_every=max(1, rounds // self.evals),
+            options=self.options(method, models),
+            **self.fields,
+            **self.splits[split],
+        )
+        return dataclasses.replace(base, **fields)
+
+    def local(self, split: str = "Non-IID_1", **fields):
+        """The Local arm: KT-pFL's clients with λ = 0 (no distillation term: each trains alone on its data).
+        Its soft predictions teach nobody, so they are computed on one public image instead of the round's
+        batch (the clients' training is the same; only CPU time is saved)."""
+        cfg = self.config("ktpfl", split, **fields)
+        return dataclasses.replace(cfg, options={**cfg.options, "lam": 0.0, "public_batch": 1})
+
+    def pilot(self, method: str, **fields):
+        """A pilot run: its rounds, evaluated once, at the end (a pilot ranks by its last validation score)."""
+        return self.config(method, rounds=self.pilot_rounds, eval_every=self.pilot_rounds, **fields)
+
+    def homog(
+        self, method: str, n: int | None = None, *, rounds: int | None = None, per_round=1.0, final_only=False, **fields
+    ):
+        """Table 2's setting: every client on the one model, ``n`` clients, a share ``per_round`` of them each
+        round.  pFedHN takes one client per hypernetwork step, with as many client updates in all as the others
+        make."""
+        n = self.fields["clients"] if n is None else n
+        rounds = self.rounds if rounds is None else rounds
+        m = self.homog_model
+        extra = {"eval_every": rounds} if final_only else {}
+        cfg = self.config(method, models=m, model=m, clients=n, sample_rate=per_round, rounds=rounds, **extra, **fields)
+        if method == "pfedhn":
+            steps = int(rounds * n * per_round)
+            every = steps if final_only else max(1, steps // self.evals)
+            cfg = dataclasses.replace(cfg, sample_rate=1 / n, rounds=steps, eval_every=every)
+        return cfg
+
+
+# --- Table 1's claims ---------------------------------------------------------------------------------------
+
+LOCAL = "Local (λ = 0)"
+NO_SERVER = "FedDF, no server distillation"  # FedDF's control: FedAvg within each architecture (server_steps = 0)
+TOPK_A = "TopK-pFD (the authors' rule)"  # TopK as the authors' code runs it: above the median similarity, uniform
+
+
+def paper_row(paper: pd.DataFrame, setting: str) -> dict:
+    """The paper's numbers of one setting of a table (``paper``: its rows of that table), method -> value."""
+    d = paper[paper.setting.str.startswith(setting)]
+    return dict(zip(d.method, d.value))
+
+
+def table1_claims(
+    split: str,
+    res,
+    first,
+    budget: pd.DataFrame,
+    *,
+    best: str,
+    plan,
+    pub: dict,
+    rounds: int,
+    inert_c: float,
+    resolution: float,
+) -> dict:
+    """Table 1's claims on one split, and what the page says of them.  ``res``: the split's runs (each headline
+    arm at its stopping point), ``first``: the same at the first budget, ``budget``: the headline arms'
+    budgets (:func:`~pflkit.sweeps.until_flat`), ``best``: the strongest other method on validation,
+    ``plan``: the seed plan, ``pub``: the paper's numbers (method -> value).  Returns ``mech`` (distillation
+    against Local, λ = 0), ``mech_c`` (c leaves 1/N), ``claims`` (both, then the paper's claims), ``lines`` (the
+    bullets under the table) and ``notes`` (the controls and the seeds run, for the laboratory notes)."""
+    pub_best = max((a for a in res.arms if a in pub and a != "KT-pFL"), key=pub.get)
+    mech = mechanism(
+        f"Table 1, {split}: mechanism: distillation raises accuracy (KT-pFL − Local, λ = 0)",
+        res.compare("KT-pFL", LOCAL, resolution=resolution),
+        paper="(not reported)",
+        control="λ = 0 (Local)",
+        plan=plan,
+        plan_name="KT-pFL − Local",
+    )
+    seeds = [s for a, s in res.records if a == "KT-pFL"]
+    text = f"Table 1, {split}: mechanism: c leaves 1/N (largest |c − 1/N| > {inert_c:g})"
+    mech_c = c_mechanism(text, res, "KT-pFL", seeds, inert_c, paper="c learned by eq. 7")
+    # a claim about c rests on both: an inert one of them flags it "mechanism inert"
+    about_c = next((m for m in (mech, mech_c) if flagged(m, INERT)), mech_c)
+    pairs = [(best, f"KT-pFL beats the strongest other method ({best}, on validation)", "KT-pFL − strongest other")]
+    pairs = pairs * (best not in ("FedMD", "Sim-pFD"))  # else the next rows make it
+    pairs += [
+        ("FedMD", "KT-pFL beats FedMD (learned c − uniform c)", "KT-pFL − FedMD"),
+        ("Sim-pFD", "a learned c beats a similarity-computed c (KT-pFL − Sim-pFD)", "KT-pFL − Sim-pFD"),
+    ]
+    claims = [mech, mech_c]
+    for b, what, name in pairs:
+        # the headline's margin is the paper's over its strongest other method; a pair's, over that method
+        if b == best:
+            gap = margin_text(pub, "KT-pFL")
+        else:
+            gap = f"{pub['KT-pFL'] - pub.get(b, np.nan):+.2f} (vs {b if b in pub else pub_best})"
+        claims.append(
+            claim(
+                f"Table 1, {split}: {what}",
+                res,
+                "KT-pFL",
+                b,
+                paper=gap,
+                resolution=resolution,
+                plan=plan,
+                plan_name=name,
+                mechanism=about_c if b in ("FedMD", "Sim-pFD") else mech,
+                headline=b == best,
+            )
+        )
+    lines = [claim_lines(claims)]
+    ran_on = budget[budget.budget != "1×"]
+    if len(ran_on):  # which headline arms ran longer, and what that changed
+        name = "KT-pFL − strongest other" if best not in ("FedMD", "Sim-pFD") else f"KT-pFL − {best}"
+        before = claim("before", first, "KT-pFL", best, resolution=resolution, plan=plan, plan_name=name)
+        now = next(r for r in claims if r.get("headline"))
+        arms = " and ".join(f"{r.arm} ran on to {r.rounds} rounds" for r in ran_on.itertuples())
+        lines.append(
+            f"* {split}: {arms} (still improving at {rounds}); the headline read {say(before)} at {rounds} rounds, "
+            f"{say(now)} at each arm's stopping point."
+        )
+    # the two controls, measured (not claims of the paper): FedDF's server step, TopK's rule in the authors' code
+    controls = [("FedDF", NO_SERVER, "FedDF's server distillation")]
+    controls += [(TOPK_A, "TopK-pFD", "the authors' TopK rule against the paper's")] * (TOPK_A in res.arms)
+    notes = [
+        f"* {split}, control: {w} ({a} − {b}): {res.compare(a, b, resolution=resolution)}." for a, b, w in controls
+    ]
+    runs = pd.Series([a for a, _ in res.records]).value_counts()
+    if runs.nunique() > 1:  # some arms ran their claims' seed plan further than the others
+        more = runs[runs > runs.min()]
+        notes.append(
+            f"* {split}: {' and '.join(more.index)} ran {more.max()} seeds (their claim's seed plan), the other arms "
+            f"{runs.min()}: the table's means are over each arm's own seeds; every claim pairs the seeds its two arms share."
+        )
+    return {"mech": mech, "mech_c": mech_c, "claims": claims, "lines": lines, "notes": notes}
+
+
+def factor_claims(
+    th, pf: dict, *, e: list, public: list, rho: list, foreign: tuple[str, str], n_foreign: int, public_images: int,
+    sweep_rounds: int, margin: float, helps, inert_c: float, seeds: list, resolution: float,
+) -> tuple[list[dict], pd.DataFrame]:  # fmt: skip
+    """The claims of Tables 3–6 on the factor sweep ``th`` (arms "E=…", "|D_r|=…", "ρ=…" and the two public
+    sets ``foreign`` = (other domain, held out)), with the paper's numbers ``pf`` (:func:`paper_factors`), and
+    their seed plan.  ``e``, ``public``, ``rho``: the values run; ``margin``: the band of "has little effect";
+    ``helps``: whether distillation helped on Non-IID_1 (a Verdict on validation accuracy).  A "little
+    effect" claim is not tested where its factor acts on nothing: Tables 4 and 5 unless distillation helped,
+    Table 4 unless c moved beyond ``inert_c`` at one of its two values of ρ."""
+    e_lo, e_hi = f"E={min(e)}", f"E={max(e)}"
+    small, large = f"|D_r|={min(public)}", f"|D_r|={max(public)}"
+    rho_lo, rho_hi = f"ρ={min(rho):g}", f"ρ={max(rho):g}"
+    foreign_arm, own_arm = foreign
+    pairs = {"E": (e_hi, e_lo), "|D_r|": (large, small), "ρ": (rho_lo, rho_hi), "public set": (foreign_arm, own_arm)}
+    pairs = {k: (a, b) for k, (a, b) in pairs.items() if a != b}
+    plan = seed_plan({k: list(th.paired(a, b)) for k, (a, b) in pairs.items()}, cap=SEED_CAP, resolution=resolution,
+                     margins={"ρ": margin, "public set": margin})  # fmt: skip
+    pub3, pub4, pub6 = pf["E"], pf["rho"], pf["public"]
+    rows = []
+    if e_lo != e_hi:
+        rows.append(claim(f"Table 3: more local epochs a round speed convergence ({e_hi} − {e_lo} after the same "
+                          f"{sweep_rounds} rounds, so {max(e) // min(e)}× the private epochs; the paper: "
+                          "'larger values of E can benefit the convergence')", th, e_hi, e_lo, plan=plan, plan_name="E",
+                          paper=f"{pub3[max(pub3)] - pub3[min(pub3)]:+.2f} (E={max(pub3)} vs E={min(pub3)})"))  # fmt: skip
+    if small != large:
+        lo_k, hi_k = min(public), max(public)
+        gap = f"{pub6[hi_k] - pub6[lo_k]:+.1f} ({hi_k} vs {lo_k})" if lo_k in pub6 and hi_k in pub6 else "—"
+        rows.append(claim(f"Table 6: a larger public batch helps ({large} − {small})", th, large, small, paper=gap,
+                          plan=plan, plan_name="|D_r|"))  # fmt: skip
+    if rho_lo != rho_hi:
+        pub_rho = [pub4[r] for r in (min(rho), max(rho)) if r in pub4]
+        rows.append(claim(f"Table 4: accuracy is robust to ρ ({rho_lo} vs {rho_hi}, ±{margin:g} points; the text "
+                          "adds that a significantly large ρ hurts)", th, rho_lo, rho_hi, margin=margin, plan=plan,
+                          plan_name="ρ", paper=f"{min(pub4.values()):.1f}–{max(pub4.values()):.1f} over ρ ∈ {sorted(pub4)}"
+                          + (f"; {pub_rho[1] - pub_rho[0]:+.2f} for this pair" if len(pub_rho) == 2 else "")))  # fmt: skip
+    rows.append(claim(f"Table 5: the public set's domain matters little ({foreign_arm} vs Fashion-MNIST held out, "
+                      f"{n_foreign} images against {public_images}, ±{margin:g} points)", th, foreign_arm, own_arm,
+                      margin=margin, plan=plan, plan_name="public set",
+                      paper=f"{pf['domain']:+.2f} (MNIST vs the unlabeled open dataset)"))  # fmt: skip
+    # "has little effect" passes by itself where the factor acts on nothing: ρ acts through c, and both ρ and the
+    # public set act through distillation
+    c_far_rho = max(np.mean([c_moved(th, a, s) for s in seeds]) for a in (rho_lo, rho_hi))
+    for i, r in enumerate(rows):
+        why = None
+        if r["claim"].startswith(("Table 4", "Table 5")) and helps.word != "reproduces":
+            why = (f"distillation was not shown to help on Non-IID_1 (KT-pFL − Local on validation accuracy, so that "
+                   f"the gate reads no test number: {helps})")  # fmt: skip
+        elif r["claim"].startswith("Table 4") and c_far_rho < inert_c:
+            why = f"c stayed within {inert_c:g} of 1/N at both values of ρ (largest |c − 1/N|: {c_far_rho:.4f})"
+        if why:
+            rows[i] = claim_row(r["claim"], verdict([]), paper=r["paper"], ours=why)
+    return rows, plan
+
+
+# --- Table 2's claims ---------------------------------------------------------------------------------------
+
+
+def table2_claims(
+    res,
+    first,
+    budget: pd.DataFrame,
+    n: int,
+    *,
+    best: str,
+    pub: pd.Series,
+    seeds,
+    inert_c: float,
+    kp: str = "KT-pFL (parameters)",
+) -> dict:
+    """Table 2's claims at ``n`` clients (``res``: its runs, the headline arms at their stopping points;
+    ``first``: at the first budget; ``budget``: the headline arms' budgets; ``best``: the strongest other
+    method on validation; ``pub``: the paper's numbers, method -> value).  Returns ``mech`` (the
+    parameter-exchanging KT-pFL's c leaves 1/N), ``claims`` (the paper's headline, then our two) and
+    ``ran_on`` (what running on changed, "" when no arm ran on)."""
+    mech = c_mechanism(
+        f"Table 2, {n} clients, {kp}: mechanism: c leaves 1/N (largest |c − 1/N| > {inert_c:g})",
+        res, kp, seeds, inert_c, paper="c learned by eq. 7",
+    )  # fmt: skip
+    claims = [
+        claim(f"Table 2, {n} clients: {kp} beats the strongest other method ({best}, on validation)", res, kp, best,
+              paper=paper_margin(pub, n), mechanism=mech, headline=True),
+        claim(f"Table 2, {n} clients (ours): the soft-prediction KT-pFL beats {best} too (its λ, η₃ and ρ from "
+              "Table 1's pilots)", res, "KT-pFL", best),
+        claim(f"Table 2, {n} clients (ours): exchanging parameters beats exchanging soft predictions (η₃ and ρ "
+              "piloted here for the first, on Table 1's setting for the second)", res, kp, "KT-pFL"),
+    ]  # fmt: skip
+    ran = budget[budget.budget != "1×"]
+    ran_on = ""
+    if len(ran):  # which headline arms ran longer, and what that changed
+        before = claim("before", first, kp, best, mechanism=mech)
+        arms = " and ".join(f"{r.arm} ran on to {r.budget} its first budget" for r in ran.itertuples())
+        ran_on = (
+            f"{arms} (still improving at its end); the headline read {say(before)} at the first budget, "
+            f"{say(claims[0])} at each arm's stopping point."
+        )
+    return {"mech": mech, "claims": claims, "ran_on": ran_on}
+
+
+def data_control(
+    sub, full, n: int, methods: list[str], pub: pd.Series, images: tuple[int, int], resolution: float
+) -> tuple[pd.DataFrame, list[dict]]:
+    """Table 2 again on every training image (``full``, arms "<method>, all training images") against the
+    subset's runs (``sub``), per method of ``methods`` (display names): the table (images a client on the
+    subset and on all, ``images``; the two accuracies; the paper's number) and one claim each, that every
+    training image lifts the method."""
+    rows, claims = [], []
+    for a in methods:
+        subset, whole = sub.values(a), full.values(a + ", all training images")
+        gap = pub.get(NAME2.get(a, a), np.nan)
+        rows.append({"method": a, "images a client, subset": images[0], "images a client, all": images[1],
+                     "ours, subset": subset.mean(), "ours, all images": whole.mean(), "paper": gap})  # fmt: skip
+        v = verdict((whole - subset).dropna(), resolution=resolution, budget=full.budget(a + ", all training images"))
+        claims.append(claim_row(f"Table 2, {n} clients (ours): every training image lifts {a} (the data-per-client "
+                                f"control: {whole.mean():.1f} on all images, {subset.mean():.1f} on the subset)", v,
+                                paper=f"{gap:.1f} ({a}, the paper's level)" if gap == gap else "—"))  # fmt: skip
+    return pd.DataFrame(rows, columns=["method", "images a client, subset", "images a client, all", "ours, subset",
+                                       "ours, all images", "paper"]).set_index("method").round(1), claims  # fmt: skip
+
+
+# --- figures and sentences of the pilots, the coefficients and the findings ------------------------------
+
+KEY_WORDS = {"lam": "λ", "sigma": "σ", "alpha": "α", "models": "models", "ft_epochs": "fine-tuning epochs",
+             "hn_lr": "hypernetwork rate", "server_patience": "early-stopping patience", "server_lr": "server rate"}  # fmt: skip
+"""A baseline's own hyperparameter, as the prose names it."""
+
+
+def pilots_c_moved(pilots, seeds) -> pd.DataFrame:
+    """How far c moved from 1/N in every arm of the η₃-and-ρ pilots (``pilots``: their tuning results), per
+    pilot seed."""
+    arms = [(t, a) for t in pilots for g in t.grids.values() for a in g]
+    return pd.DataFrame(
+        {"max |c − 1/N| after the pilot": [c_moved(t.result, a, s) for t, a in arms for s in seeds]},
+        index=pd.Index([f"{a} (seed {s})" for _, a in arms for s in seeds], name="pilot arm"),
+    )
+
+
+def chosen_sentence(soft: dict, lr: dict, local: tuple[str, float], c: dict, lr_homog: dict, tuned: dict) -> str:
+    """What the pilots chose, in one sentence: ``soft`` (the soft methods' shared lr and λ), ``lr`` (the other
+    Table 1 methods' rates, by display name), ``local`` (Local's name and its own rate), ``c`` (η₃ and ρ by
+    variant), ``lr_homog`` (Table 2's rates) and ``tuned`` (each baseline's own hyperparameters)."""
+    return (
+        f"Chosen: the four soft-prediction methods lr {soft['lr']:g} and λ {soft['lam']:g}; "
+        + ", ".join(f"{m} lr {v:g}" for m, v in lr.items())
+        + f"; {local[0]} on its own lr {local[1]:g} (Table 1 runs it at {soft['lr']:g}); "
+        + ", ".join(f"{m}'s η₃ {v['c_lr']:g} and ρ {v['rho']:g}" for m, v in c.items())
+        + "; homogeneous: "
+        + ", ".join(f"{m} {v:g}" for m, v in lr_homog.items())
+        + "; the baselines' own: "
+        + ", ".join(f"{m} " + ", ".join(f"{KEY_WORDS.get(k, k)} {v:g}" for k, v in o.items()) for m, o in tuned.items())
+        + "."
+    )
+
+
+def coefficient_claims(corr: pd.DataFrame, results: dict, mech_c: dict) -> list[dict]:
+    """Per split, the claim that c puts more weight on clients with similar label mixes: the Spearman
+    correlations of :func:`coefficient_rows` over seeds (``corr``), against 0, resting on c moving
+    (``mech_c``: the split's mechanism check)."""
+    rows = []
+    for split, res in results.items():
+        d = corr[corr.split == split].set_index("seed")
+        v = verdict(d["Spearman(c, label similarity)"], unit="(ρ_S)", budget=res.improving("KT-pFL"))
+        text = f"{split}: c puts more weight on clients with similar label mixes (Spearman > 0)"
+        # rank correlations of entries that differ by rounding errors say nothing: the claim rests on c moving
+        rows.append(claim_row(text, v, paper="reinforces collaboration among similar clients (§1)", digits=2,
+                              mechanism=mech_c[split]))  # fmt: skip
+    return rows
+
+
+def rounds_of_updates(results: dict) -> pd.DataFrame:
+    """Table 2's histories at every client count (``results``: n -> SweepResult), with a ``clients`` column;
+    pFedHN takes one client per step, so its steps are counted in rounds of as many client updates as the
+    others make."""
+    frames = []
+    for n, res in results.items():
+        h = res.history()
+        per_round = {(a, s): max(1, round(n * sampling_rate(n))) if r["config"]["method"] == "pfedhn" else 1
+                     for (a, s), r in res.records.items()}  # fmt: skip
+        h["round"] = h["round"] / [per_round[a, s] for a, s in zip(h.arm, h.seed)]
+        frames.append(h.assign(clients=n))
+    return pd.concat(frames, ignore_index=True)
+
+
+def channel_figure(diag: pd.DataFrame, arms):
+    """The channel (:func:`channel_frame`) by round: a row per measure, a column per split, ``arms`` coloured
+    as everywhere (KT-pFL strong); one title a column, the measure on each row's y axis."""
+    import seaborn as sns
+
+    g = sns.relplot(data=diag.melt(id_vars=["split", "arm", "seed", "round"], var_name="measure"), x="round",
+                    y="value", hue="arm", row="measure", col="split", kind="line", height=2.4, aspect=1.45,
+                    facet_kws={"sharey": "row"}, palette=muted_palette(arms))  # fmt: skip
+    g.set_titles(template="{col_name}")  # the split over the top row; the measure on each row's y axis
+    for ax in g.axes[1:].flat:
+        ax.set_title("")
+    for ax_row, measure in zip(g.axes, ["self-weight\nin the teacher", "distillation /\nprivate gradient"]):
+        ax_row[0].set_ylabel(measure)
+    sns.move_legend(g, "upper center", bbox_to_anchor=(0.45, 0.02), ncol=3, title=None, frameon=False)
+    return g.figure
+
+
+def c_heatmap(c: np.ndarray, order, tags):
+    """c as a heatmap, rows and columns in ``order`` and labelled ``tags`` (:func:`class_order`)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, ax = plt.subplots(figsize=(7.5, 6))
+    sns.heatmap(c[np.ix_(order, order)], cmap="viridis", xticklabels=tags, yticklabels=tags, ax=ax)
+    ax.set(xlabel="client n (teacher of), by its two classes", ylabel="client m (contributes)")
+    return fig
+
+
+def figure5_plot(fig5: pd.DataFrame):
+    """Figure 5's analog: :func:`figure5_table`'s rows as stacked horizontal bars, one colour per part."""
+    import seaborn as sns
+
+    ax = fig5.plot.barh(stacked=True, figsize=(5.6, 3.4), color=sns.color_palette("tab10", len(PARTS)))
+    ax.invert_yaxis()
+    ax.set(xlabel="MB per client and round")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.3, -0.2), ncol=3, frameon=False)
+    return ax.figure
+
+
+def gain(row: dict) -> str:
+    """A claim's mean difference as the glance says it ("+1.8")."""
+    return row["ours (a − b, 95 % CI)"].split(" [")[0]
+
+
+def leads(mech: dict, claims: list[dict], clients: int, local_epochs: int, train_images) -> list[tuple]:
+    """The paper's lead claims in its order (Table 1 on both splits, then Table 2), whatever our verdict, as
+    :func:`pflkit.verdicts.mark_leads` takes them: the claim's start, its short name, our setting and why
+    (``mech``: Table 1's distillation check by split; ``claims``: every claim so far, for the data control)."""
+    setting = f"FMNIST {{}}, {clients} clients, E = {local_epochs} (paper: 20)"
+    out = []
+    for split, start, short in (
+        ("Non-IID_1", "Table 1, Non-IID_1: KT-pFL beats FedMD", "KT-pFL beats FedMD (Table 1, Non-IID_1)"),
+        ("Non-IID_2", "Table 1, Non-IID_2: a learned c beats", "KT-pFL beats Sim-pFD (Table 1, Non-IID_2)"),
+    ):
+        why = f"c moves; distillation vs Local: {mech[split]['verdict']} ({gain(mech[split])})"
+        out.append((start, short, setting.format(split), why))
+    control = next((r for r in claims if "every training image" in r["claim"]), None)
+    out.append(("Table 2, 20 clients: KT-pFL (parameters) beats the strongest", "KT-pFL beats every baseline (Table 2)",
+                f"FMNIST, 20 clients, {train_images or 'all'} images (paper: all)",
+                f"few images a client: all of them lift FedAvg + FT by {gain(control)}" if control else ""))  # fmt: skip
+    return out
+
+
+SHORT_PARTS = dict(
+    zip(PARTS, ["soft ↑", "teacher ↓", "batch indices ↓", "batch images ↓", "parameters ↑", "parameters ↓"])
+)
+"""Figure 5's parts as a narrow table's headers (↑ up, ↓ down)."""
+
+
+def ledger_view(fig5: pd.DataFrame) -> pd.DataFrame:
+    """:func:`figure5_table` as the notes show it: the parts' short headers (:data:`SHORT_PARTS`), MB to three
+    decimals."""
+    return fig5.rename(columns=SHORT_PARTS).round(3).rename_axis(index="MB per client and round")
+
+
+def bullets(lines: list[str]) -> str:
+    """Lines of a log as a Markdown list (wrapped by the page, where a printed line would scroll)."""
+    return "\n".join(f"* {line}" for line in lines) if lines else "* none"
+
+
+def setup_rows(p: dict) -> list[tuple[str, str, str]]:
+    """The setup card's rows (what, ours, the paper's) from the chapter's parameters ``p`` (name -> value:
+    TRAIN_IMAGES, TEST_IMAGES, DIRICHLET_ALPHA, CLIENTS, ARCHS, HOMOG_MODEL, PUBLIC_IMAGES, PUBLIC_PER_ROUND,
+    ROUNDS, LOCAL_EPOCHS, DISTILL_EPOCHS, TEMPERATURE, EXTEND_CAP, SEEDS, T1_RUN)."""
+    from ..pages import prose
+
+    return [
+        ("Data", f"Fashion-MNIST, {prose(p['TRAIN_IMAGES'])} training and {prose(p['TEST_IMAGES'])} test images; each "
+         "client is tested on its own class mix", "Fashion-MNIST; each client's data split 75/25"),
+        ("Splits", f"Non-IID_1: Dirichlet({p['DIRICHLET_ALPHA']}), every label; Non-IID_2: two labels a client",
+         "the same two (no α given)"),
+        ("Clients, models", f"{p['CLIENTS']}, five per architecture: {prose(p['ARCHS'].split(','))}; Table 2: all "
+         f"{p['HOMOG_MODEL']}", "20 (Table 2: 20 and 100); full widths; Table 2: the CNN of McMahan et al."),
+        ("Public set", f"{p['PUBLIC_IMAGES']} held-out Fashion-MNIST images, {p['PUBLIC_PER_ROUND']} a round",
+         "MNIST, 3000 a round"),
+        ("Training", f"{p['ROUNDS']} rounds of {p['LOCAL_EPOCHS']} local epochs and {p['DISTILL_EPOCHS']} distillation "
+         f"epoch; T = {p['TEMPERATURE']:g}; a still-improving headline arm runs on, up to {p['EXTEND_CAP']}×",
+         "E = 20 local epochs"),
+        ("Tuning", "every learning rate, λ, η₃ and ρ, and each baseline's own hyperparameter, on validation "
+         "([the pilots](ktpfl-tuning))", "η₁ = η₂ = η₃ = 0.01"),
+        ("Seeds", f"{prose(p['SEEDS'])}; a claim's arms to its seed plan, at most {p['T1_RUN']} in Table 1", ""),
+    ]  # fmt: skip
+
+
+def table1_arms(p: Protocol, split: str, lr: dict, soft_lr: float, topk_authors: bool = True) -> dict:
+    """Table 1's arms on a split, each at its chosen rate (``lr``: method -> rate): the six methods, Local
+    (λ = 0) at the soft methods' rate ``soft_lr``, FedDF without its server distillation and, on Non-IID_1 with
+    ``topk_authors``, TopK as the authors' code runs it."""
+    from ..methods import display_name
+
+    arms = {display_name(m): p.config(m, split, lr=lr[m]) for m in lr}
+    arms[LOCAL] = p.local(split, lr=soft_lr)  # the λ = 0 control, at the soft methods' rate
+    arms[NO_SERVER] = p.config("feddf", split, lr=lr["feddf"], options={**p.options("feddf"), "server_steps": 0})
+    if topk_authors and split == "Non-IID_1":
+        arms[TOPK_A] = p.config("topk-pfd", split, lr=soft_lr, options={**p.options("topk-pfd"), "topk_rule": "median"})
+    return arms
+
+
+def fallback_notes(split: str, fallbacks: dict) -> list[str]:
+    """One line per divergence fallback of a split's sweep (``fallbacks``: arm -> note; a group's arms share
+    their note, which names them itself)."""
+    out = []
+    for note in dict.fromkeys(fallbacks.values()):
+        names = [a for a, n in fallbacks.items() if n == note]
+        out.append(f"{split}, {names[0]}: {note}" if len(names) == 1 else f"{split}: {note}")
+    return out
+
+
+def table1_frame(results: dict, paper: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 on every split (``results``: split -> SweepResult; ``paper``: the paper's Table 1 rows on
+    Fashion_MNIST) as the page shows it (:func:`accuracy_view`), with the pooled accuracy at the round of best
+    mean validation accuracy; rows indexed by split and method."""
+    from ..verdicts import fmt_interval, paper_vs_ours
+
+    rows = []
+    for split, res in results.items():
+        t = paper_vs_ours(res, paper_row(paper, split), label="paper Fashion_MNIST")
+        t["ours pooled, at the round of best mean val"] = [
+            fmt_interval(res.values(a, "pooled_acc@best_val")) for a in t.index
+        ]
+        rows.append(t.assign(split=split).set_index("split", append=True))
+    return accuracy_view(pd.concat(rows).reorder_levels(["split", "arm"]))

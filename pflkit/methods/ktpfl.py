@@ -84,11 +84,15 @@ def teachers(c: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
     return torch.einsum("mn,mbc->nbc", c, soft)
 
 
-def c_objective(c: torch.Tensor, soft: torch.Tensor, weights: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
-    """Σ_n D_n/D Σ_x̂ KL(t_n(c, x̂) ‖ s_n(x̂)): the data term of eq. 7 (λ outside) on the round's
-    clients, summed over the public batch as eq. 2 writes it (``reduction="mean"``: averaged)."""
+def c_objective(c, soft, weights, reduction="sum") -> torch.Tensor:
+    """Σ_n D_n/D Σ_x̂ KL(t_n(c, x̂) ‖ s_n(x̂)): the data term of eq. 7
+    (λ outside) on the round's clients, summed over the public batch as
+    eq. 2 writes it (``reduction="mean"``: averaged).  ``c``: (M × M)
+    coefficients, ``soft``: (M × B × C) soft predictions, ``weights``:
+    the M weights D_n/D."""
     t = teachers(c, soft)
-    return sum(w * kl(t[n], soft[n], reduction) for n, w in enumerate(weights))
+    pairs = enumerate(weights)
+    return sum(w * kl(t[n], soft[n], reduction) for n, w in pairs)
 
 
 def project_columns(c: torch.Tensor) -> torch.Tensor:
@@ -127,18 +131,32 @@ def similarity_weights(soft: torch.Tensor, top_k: int = 0, shift: bool = True, r
 
 
 def implicit_step(c, objective, lr, rho, n_clients) -> torch.Tensor:
-    """Eq. 7 with the ρ term implicit: c ← (c − η₃∇objective(c) + 2η₃ρ/N) / (1 + 2η₃ρ), then every
-    column projected onto the simplex.  ``objective`` maps c to the data term, λ already in it."""
+    """Eq. 7 with the ρ term implicit:
+    c ← (c − η₃∇objective(c) + 2η₃ρ/N) / (1 + 2η₃ρ),
+    then every column projected onto the simplex.  ``objective`` maps c to
+    the data term, λ already in it."""
     c = c.detach().clone().requires_grad_(True)
     grad = torch.autograd.grad(objective(c), c)[0]
     with torch.no_grad():
-        new = (c - lr * grad + 2 * lr * rho / n_clients) / (1 + 2 * lr * rho)
+        step = c - lr * grad + 2 * lr * rho / n_clients
+        new = step / (1 + 2 * lr * rho)
     return project_columns(new)
 
 
-def c_step(c, soft, weights, lam, lr, rho, n_clients, reduction="sum") -> torch.Tensor:
-    """One eq. 7 step on the sub-matrix of the round's clients (``c`` M × M)."""
-    return implicit_step(c, lambda c: lam * c_objective(c, soft, weights, reduction), lr, rho, n_clients)
+def c_step(c, soft, weights, lam, lr, rho, n_clients, reduction="sum"):
+    """One eq. 7 step on the sub-matrix of the round's clients
+    (``c``: M × M)."""
+
+    def data_term(c):
+        return lam * c_objective(c, soft, weights, reduction)
+
+    return implicit_step(c, data_term, lr, rho, n_clients)
+
+
+def distill_scale(opts: dict) -> float:
+    """The distillation term's weight: λ, times T² with the option ``kd_scale="T2"`` (Hinton's scaling;
+    the paper writes none)."""
+    return opts["lam"] * (opts["T"] ** 2 if opts["kd_scale"] == "T2" else 1.0)
 
 
 class KTpFLServer(Server):
@@ -220,24 +238,30 @@ class KTpFLClient(Client):
         return {"soft": soft_predictions(self.model, x, self.opt["T"]).float()}
 
     def train_round(self, message, rnd):
-        """Distillation towards the personalised soft prediction (eq. 6): R epochs on ξ_r."""
-        lam = self.opt["lam"]
-        if lam > 0:
+        """Distillation towards the personalised soft prediction (eq. 6): R
+        epochs on ξ_r.  (λ, T, R and the optimiser: the options below.)"""
+        if self.opt["lam"] > 0:
             x, teacher = self.data.x_public[self._batch], message["teacher"]
             model = self.model
             model.train()
-            opt = self.optimizer(model.parameters(), lr=self.opt["distill_lr"] or None)
+            opt = self.distill_optimizer()
             size = self.opt["distill_batch"] or self.cfg.batch_size
+            T, scale = self.opt["T"], distill_scale(self.opt)
             for _ in range(self.opt["distill_epochs"]):
-                order = torch.randperm(len(x), generator=self.generator).to(x.device)
+                order = torch.randperm(len(x), generator=self.generator)
+                order = order.to(x.device)
                 for s in range(0, len(x), size):
                     idx = order[s : s + size]
-                    scale = lam * (self.opt["T"] ** 2 if self.opt["kd_scale"] == "T2" else 1.0)
-                    loss = scale * kl(teacher[idx], F.softmax(model(x[idx]) / self.opt["T"], dim=1))
+                    student = F.softmax(model(x[idx]) / T, dim=1)
+                    loss = scale * kl(teacher[idx], student)  # eq. 6
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
         return {"n": self.n_samples(), "_loss": self._loss}
+
+    def distill_optimizer(self):
+        """The distillation step's optimiser: the run's, at the rate ``distill_lr`` (0: the run's lr)."""
+        return self.optimizer(self.model.parameters(), lr=self.opt["distill_lr"] or None)
 
 
 def _norm(grads) -> float:
@@ -256,7 +280,7 @@ def diagnostics(server: KTpFLServer, clients: list[Client], sample: int = 512) -
         return None
     out: dict = {"self_weight": [], "grad_ratio": []}
     opts = server.opt
-    scale = opts["lam"] * (opts["T"] ** 2 if opts["kd_scale"] == "T2" else 1.0)
+    scale = distill_scale(opts)
     for client in clients:
         if client.cid not in server.soft or getattr(client, "_batch", None) is None:
             continue
