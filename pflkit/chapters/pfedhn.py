@@ -299,3 +299,54 @@ def diffs56(res, k_arms, k1, embed, depth) -> dict[str, pd.Series]:
     (on validation) − ``k1``, the two embedding sizes ``embed`` (a, b), the two depths ``depth`` (a, b)."""
     best_k = res.select([a for a in k_arms if a != k1], by="val_mean_acc")
     return {"Figure 5": res.paired(best_k, k1), "Figure 6a": res.paired(*embed), "Figure 6b": res.paired(*depth)}
+
+
+# ----------------------------------------------------------------------------- the page
+
+HEADERS = {  # a table's raw column names -> what the page prints
+    "arm": "method",
+    "paper CIFAR-10": "paper, CIFAR-10 (%)",
+    "ours mean_acc": "ours, FMNIST (%)",
+    "ours pooled, best-by-val (authors' code)": "ours, the authors' metric (%)",
+    "ours pooled_acc@best_val": "ours, the authors' metric (%)",
+}
+
+
+def page_table(table: pd.DataFrame, columns=None, digits: int = 1):
+    """A table as the page shows it: the index turned into columns, human headers (:data:`HEADERS`),
+    numbers rounded to ``digits``, "—" for a missing value, no index column (a pandas Styler);
+    ``columns``: the raw names to keep (default every column)."""
+    d = table.reset_index() if any(n is not None for n in table.index.names) else table.copy()
+    if columns is not None:
+        d = d[[c for c in d.columns if c in columns or c in table.index.names]]
+    d = d.apply(lambda col: col.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) and v == v else v))
+    d = d.astype(object).where(d.notna(), "—").rename(columns=HEADERS)
+    return d.style.hide(axis="index")
+
+
+def setup_rows(p: dict) -> list[tuple[str, str, str]]:
+    """The setup card's rows (what, ours, the paper's) from the chapter's parameters ``p`` (the
+    notebook's upper-case names, with HR_CLASSES and HR_IMAGES, the headroom split the pilot chose)."""
+
+    def images(n):
+        return "all" if n is None else f"{n:,}"
+
+    t1_train = images(p["T1_IMAGES"][0])
+    return [
+        ("Data", f"Fashion-MNIST: {t1_train} training images for Tables 1 and 4, {images(p['TRAIN_IMAGES'])} "
+                 "(stratified) elsewhere; each client tested on official test images of its class mix",
+         "CIFAR-10, CIFAR-100, Omniglot"),
+        ("Split", "2 classes a client, shares U(.4, .6); the headroom split: "
+                  f"{p['HR_CLASSES']} classes and {p['HR_IMAGES']} images a client; Dir(0.1) for novel clients",
+         "2 classes a client (CIFAR-10), 10 (CIFAR-100); Dir(α) for novel clients"),
+        ("Clients", f"Table 1: {', '.join(map(str, p['CLIENT_COUNTS']))}; Table 2: {p['BUDGET_CLIENTS']} in three "
+                    f"sizes; Figure 2: {p['NOVEL_TRAIN']} + {p['N_NOVEL']} novel", "10, 50, 100; 75; 90 + 10 novel"),
+        ("Model", "LeNet target; hypernetwork: embedding of ⌊1 + n/4⌋, 3 hidden layers of 100, a head per tensor",
+         "the same"),
+        ("Training", f"Algorithm 1, one client per hypernetwork step; Table 1: {p['CLIENT_UPDATES']} client updates of "
+                     f"{p['T1_LOCAL_STEPS']} local steps, baselines {p['BASELINE_CLIENTS_PER_ROUND']} clients a round; "
+                     f"elsewhere {p['UPDATES']} updates of {p['LOCAL_STEPS']} steps",
+         "at most 5000 communication steps, K = 50"),
+        ("Seeds", f"{', '.join(map(str, p['SEEDS']))} for every arm; a claim's arms to its seed plan, at most "
+                  f"{p['SEED_CAP']}", ""),
+    ]  # fmt: skip
