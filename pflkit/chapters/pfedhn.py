@@ -350,3 +350,39 @@ def setup_rows(p: dict) -> list[tuple[str, str, str]]:
         ("Seeds", f"{', '.join(map(str, p['SEEDS']))} for every arm; a claim's arms to its seed plan, at most "
                   f"{p['SEED_CAP']}", ""),
     ]  # fmt: skip
+
+
+def claims_markdown(table: pd.DataFrame) -> str:
+    """The compact claims table of "What reproduced" as MyST Markdown, in the glance tables' small
+    type: each claim with ours and its verdict (word and flags); then, in a fold, each claim with the
+    paper's number and the notes.  ``table``: :func:`pflkit.verdicts.claims_table` (claims as index)."""
+    from ..pages import markdown_table
+
+    d = table.reset_index()
+    short = d[["claim", "ours (a − b, 95 % CI)", "verdict"]].rename(columns={"ours (a − b, 95 % CI)": "ours (95 % CI)"})
+    full = d[["claim", "paper", *(["notes"] if "notes" in d else [])]].rename(columns={"paper": "the paper"})
+    return "\n".join([
+        markdown_table(short, css="glance"),
+        "",
+        "::::{dropdown} With the paper's numbers and the notes",
+        markdown_table(full, css="glance"),
+        "::::",
+    ])  # fmt: skip
+
+
+def table1_wide(table: pd.DataFrame, skip=()):
+    """Table 1 laid out as the paper's (a Styler, no index column): one row per method, per client
+    count ours (mean ± 95 % CI half-width over seeds, %) beside the paper's CIFAR-10 number; "—" where
+    an arm did not run.  ``table``: :func:`table1_rows` concatenated over client counts (index
+    clients, arm); ``skip``: arms left out (shown in the full table)."""
+    d = table[~table.index.get_level_values("arm").isin(list(skip))]
+    ours = d["ours mean_acc"].astype(str).str.split(" (", regex=False).str[0]  # its seeds: in the full table
+    paper = d["paper CIFAR-10"].map(lambda v: f"{v:.1f}" if v == v else "—")
+    wide = pd.concat({"ours": ours, "paper": paper}, axis=1).unstack("clients")
+    wide = wide.swaplevel(axis=1).sort_index(axis=1, level=0, sort_remaining=False)
+    arms = list(dict.fromkeys(d.index.get_level_values("arm")))
+    wide = wide.reindex(arms).rename_axis("method").reset_index()
+    wide.columns = pd.MultiIndex.from_tuples(
+        [("", "method")] + [(f"{n} clients", w) for n, w in wide.columns[1:]]
+    )
+    return wide.fillna("—").style.hide(axis="index")
