@@ -18,7 +18,20 @@ from ..federated import evaluate
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
 from ..partitions import total_variation
 from ..results import absent_rival, margin_text
-from ..verdicts import arm_seeds, arms_budget, claim_row, fmt_interval, paper_vs_ours, rising, say, seed_plan, verdict
+from ..verdicts import (
+    arm_seeds,
+    arms_budget,
+    claim,
+    claim_row,
+    fmt_interval,
+    mechanism,
+    paper_vs_ours,
+    rising,
+    saturation,
+    say,
+    seed_plan,
+    verdict,
+)  # fmt: skip
 
 # ----------------------------------------------------------------------------- probes
 
@@ -382,7 +395,124 @@ def table1_wide(table: pd.DataFrame, skip=()):
     wide = wide.swaplevel(axis=1).sort_index(axis=1, level=0, sort_remaining=False)
     arms = list(dict.fromkeys(d.index.get_level_values("arm")))
     wide = wide.reindex(arms).rename_axis("method").reset_index()
-    wide.columns = pd.MultiIndex.from_tuples(
-        [("", "method")] + [(f"{n} clients", w) for n, w in wide.columns[1:]]
-    )
+    wide.columns = pd.MultiIndex.from_tuples([("", "method")] + [(f"{n} clients", w) for n, w in wide.columns[1:]])
     return wide.fillna("—").style.hide(axis="index")
+
+
+# ----------------------------------------------------------------------------- the claims, section by section
+
+
+def table1_claims(t1, pilot, paper, plan, resolution: float):
+    """Table 1's claims on all the data: per client count, each hypernetwork against the strongest
+    baseline of its column (chosen on the pilot's validation), labelled saturated where the setting is.
+    ``t1``, ``pilot``: clients -> sweep; ``paper``: the paper's results; ``plan``: the table's seed plan.
+    Returns the rows, the page's lines (one per claim) and the descriptive means (for the notes)."""
+    rows, lines, means_lines = [], [], []
+    for n, res in t1.items():
+        means = res.summary("mean_acc")["mean_acc"].sort_values(ascending=False)
+        means_lines.append(f"* **{n} clients**, mean over seeds (descriptive; the verdicts compare): "
+                           + " > ".join(f"{a} ({v:.1f})" for a, v in means.items()) + ".")  # fmt: skip
+        sat = saturation(res, m=resolution)  # all data: the strongest arm near 100 % leaves no room to judge
+        if sat:
+            lines.append(
+                f"* {n} clients: this setting is **{sat}**: its claims are kept, labelled, and carry no headline."
+            )
+        best = t1_best(pilot[n])
+        pub = paper_t1(paper, n)
+        for hn in ("pFedHN", "pFedHN-PC"):
+            row = claim(
+                t1_text(n, hn, best), res, hn, best,
+                paper=margin_text(pub, hn, exclude=("pFedHN", "pFedHN-PC"), dataset="CIFAR-10"),
+                note=absent_rival(pub, hn, res.arms), resolution=resolution, saturated=sat, plan=plan,
+            )  # fmt: skip
+            rows.append(row)
+            lines.append(f"* {n} clients, {hn} − {best}: {say(row)}.")
+    return rows, lines, means_lines
+
+
+def headroom_rows(res, arms, baselines, shared, published, n0: int, plan, resolution: float):
+    """Table 1's claims on the headroom split: the two mechanism checks (pFedHN against its
+    shared-embedding control ``shared``; own minus another client's generated model), Figure 3's swap
+    (pFedHN-PC), then each hypernetwork against the strongest baseline (headline claims, each linked to
+    its mechanism).  Returns the rows (in that order), the strongest baseline and the page's text."""
+    sat = saturation(res, [*baselines, "pFedHN", "pFedHN-PC"], m=resolution)
+    best, diffs = headroom_claims(res, arms, baselines, shared)
+
+    def check(text, name, arms_, control, paper="not measured"):
+        v = verdict(diffs[name], budget=res.budget(*arms_), resolution=resolution)
+        return mechanism(text, v, control=control, paper=paper, plan=plan, plan_name=name)
+
+    where = f"{n0} clients, headroom split"
+    mech_control = check(f"Mechanism ({where}): pFedHN beats its control with one shared embedding",
+                         "pFedHN − shared embedding", ("pFedHN", shared),
+                         "the same hypernetwork with one embedding for every client")  # fmt: skip
+    mech_swap = check(f"Mechanism ({where}): a client does better with its own generated model than another's",
+                      "pFedHN: own − another client's model", ("pFedHN",), "the model generated for another client")  # fmt: skip
+    mech_pc = check(f"Figure 3 ({where}): a client does best with its own generated feature extractor",
+                    "pFedHN-PC: own − another client's feature extractor", ("pFedHN-PC",),
+                    "another client's feature extractor, own classifier", paper="diagonal stands out")  # fmt: skip
+    rows = [mech_control, mech_swap, mech_pc]
+    for hn, mech in (("pFedHN", mech_control), ("pFedHN-PC", mech_pc)):
+        name = f"{hn} − strongest baseline"
+        rows.append(claim_row(
+            f"Table 1, {where}: {hn} beats the strongest baseline ({best}, on validation)",
+            verdict(diffs[name], budget=res.budget(hn, best), resolution=resolution),
+            paper=margin_text(published, hn, exclude=("pFedHN", "pFedHN-PC"), dataset="CIFAR-10"), headline=True,
+            saturated=sat, mechanism=mech, plan=plan, plan_name=name,
+        ))  # fmt: skip
+    acc = res.summary()["mean_acc"]
+    head = (f"This setting is **{sat}**.\n" if sat else
+            f"Not saturated: the strongest arm is {acc.max():.1f} % and the arms span {acc.max() - acc.min():.1f} points.\n")  # fmt: skip
+    return rows, best, head + "\n".join(f"* {r['claim']}: {say(r)}." for r in rows)
+
+
+def novel_claims(novel, res, gap_text: str, corr_text: str, diffs: dict, plan, resolution: float, exchanges: int):
+    """Figures 2 and 7's claims and the page's text: pFedHN's generalization gap against Per-FedAvg's
+    (averaged over α, per seed), −r between a novel client's accuracy and its TV distance, and our check
+    of learning v_new against the random-embedding control.  ``novel``: :func:`novel_rows`; ``diffs``:
+    :func:`novel_diffs` of ``res``.  Returns the two claims' rows and the text."""
+    per_seed = novel.groupby(["seed", "method", "alpha"])["gap"].mean().unstack("method")
+    hn_better = (per_seed["pFedHN"] > per_seed["Per-FedAvg"]).groupby("alpha").mean()
+    corr = -diffs[corr_text]
+    hn = novel[novel.method == "pFedHN"]
+    gain = 100 * (hn["acc_novel"] - hn["acc_novel (random v)"]).groupby(hn.seed).mean()
+    v_gap = verdict(diffs[gap_text], budget=res.budget("pFedHN", "Per-FedAvg"), resolution=resolution)
+    v_corr = verdict(-corr, unit="(−r)", budget=res.budget("pFedHN"))
+    v_gain = verdict(gain, budget=res.budget("pFedHN"))
+    row_gap = claim_row(gap_text, v_gap, paper="smaller at every TV (α)", plan=plan)
+    row_corr = claim_row(corr_text, v_corr, paper="on average, yes", plan=plan)
+    text = (
+        "* Share of seeds where pFedHN's gap is smaller than Per-FedAvg's, by α: "
+        + ", ".join(f"α = {a:g}: {v:.0%}" for a, v in hn_better.items())
+        + f" (paper: smaller at every α). Averaged over α, pFedHN − Per-FedAvg: {say(row_gap)}.\n"
+        "* Correlation between a novel client's accuracy and its TV distance (Figure 7), per seed: "
+        + ", ".join(f"{c:.2f}" for c in corr)
+        + f" (the paper: accuracy decreases with distance, on average); the claim is r < 0: {say(row_corr)}.\n"
+        f"* Learning $v_{{new}}$ ({exchanges} exchanges) against the random-embedding control (ours, not a "
+        f"claim of the paper): **{v_gain}**."
+    )
+    return [row_gap, row_corr], text
+
+
+def ablation_claims(res, k_arms, k1, embed, depth, depth_arms, *, paper_depths, margin: float, resolution: float,
+                    plan):  # fmt: skip
+    """Figures 5 and 6's claims: the best K > 1 (on validation) against ``k1``; the two embedding
+    sizes ``embed`` (a, b) within ±``margin`` points; the paper's depth against the shallowest,
+    ``depth`` (a, b); ``paper_depths``: the paper's accuracies at 3 and 4 hidden layers.  Returns the
+    rows and the page's lines (with the depth chosen on validation among ``depth_arms``)."""
+    best_k = res.select([a for a in k_arms if a != k1], by="val_mean_acc")
+    best_depth = res.select(list(depth_arms), by="val_mean_acc")
+    (small_e, large_e), (deep, shallow) = embed, depth
+    rows = [
+        claim(f"Figure 5: several local steps ({best_k}, on validation) beat the chain rule ({k1})", res, best_k, k1,
+              paper="large improvement", resolution=resolution, plan=plan, plan_name="Figure 5"),
+        claim(f"Figure 6a: {small_e} and {large_e} do not differ (±{margin:g} points)", res, small_e, large_e,
+              margin=margin, paper="robust", plan=plan, plan_name="Figure 6a"),
+        claim(f"Figure 6b: {deep} beats {shallow}", res, deep, shallow,
+              paper="3–4 layers best (" + ", ".join(f"{v:g}" for v in paper_depths) + " %)", resolution=resolution,
+              plan=plan, plan_name="Figure 6b"),
+    ]  # fmt: skip
+    lines = [f"* {r['claim']}: {say(r)}." for r in rows]
+    lines += [f"* Depth chosen on validation accuracy: {best_depth} (the paper uses 3).",
+              "* Larger K also means more computation per round."]  # fmt: skip
+    return rows, lines
