@@ -23,7 +23,9 @@ from pflkit.chapters.pfedhn import (
     headroom_claims,
     headroom_rows,
     hn_size_acc,
+    lead_claims,
     mix_probe,
+    not_run,
     novel_claims,
     novel_diffs,
     novel_rows,
@@ -38,6 +40,7 @@ from pflkit.chapters.pfedhn import (
     setup_rows,
     size_swap_probe,
     size_swaps,
+    size_trend,
     spectral_claim,
     swap_probe,
     t1_best,
@@ -49,6 +52,7 @@ from pflkit.chapters.pfedhn import (
     table2_claims,
     table2_diffs,
     table2_table,
+    table2h_rows,
     with_budget,
 )
 from pflkit.engine import Federation, RunConfig, run
@@ -533,3 +537,64 @@ def test_spectral_claim_sets_table_4_against_table_1():
     assert row["verdict"] == "reproduces" and row["paper"] == "-0.5 (CIFAR-10)"
     assert table.loc["pFedHN + spectral norm", "paper CIFAR-10"] == 90.29 and set(table["clients"]) == {10}
     assert lines[1].startswith("* 10 clients, spectral norm sparing the heads − plain (our variant): **contradicted")
+
+
+def test_size_trend_names_the_methods_whose_accuracy_rises_with_size():
+    published = pd.DataFrame({"setting": ["75 clients / size S", "75 clients / size M", "75 clients / size L"] * 2,
+                              "method": ["pFedHN"] * 3 + ["LG-FedAvg"] * 3, "value": [85.0, 86.0, 87.0, 74.0, 53.0, 55.0]})  # fmt: skip
+    text = size_trend(published, {"S": 95.3, "M": 95.25, "L": 95.0}, ["S", "M", "L"])
+    assert text == ("In the paper's Table 2 (CIFAR-10) accuracy rises from S to M to L for pFedHN; it does not for "
+                    "LG-FedAvg (74.0 / 53.0 / 55.0). pFedHN's mean over seeds on our runs (S / M / L): 95.3 / 95.2 / 95.0.")  # fmt: skip
+
+
+def test_not_run_names_what_this_profile_leaves_out():
+    assert (
+        not_run([10, 50, 100], [], str.upper)
+        == "Every client count and arm of the paper's Table 1 is computed at this profile."
+    )
+    text = not_run([10, 50], ["pfedme"], {"pfedme": "pFedMe"}.get)
+    assert text.startswith("**Not run at this profile:** Table 1 with 100 clients (every arm); pFedMe at 50 clients (")
+
+
+def test_lead_claims_follow_the_papers_order():
+    row = {
+        "claim": "a check",
+        "ours (a − b, 95 % CI)": "+10.0 [+8.2, +11.8] (7 seeds)",
+        "verdict": "reproduces",
+        "notes": "n",
+    }
+    hr_rows = [
+        row,
+        row,
+        row,
+        row | {"claim": "Table 1, 10 clients, headroom split: pFedHN beats X", "verdict": "no difference"},
+    ]
+    res = result({"pFedHN": [record(0.70)] * 3, "Local": [record(0.75, 0.9)] * 3})
+    leads = lead_claims(n0=10, counts=[10, 50], hr_rows=hr_rows, best_hr="FedPer", t1={50: res}, t1_pilot={50: res},
+                        mech2h=row, widths=["S"], budget_clients=75, fig2="Figure 2: gap", row_gap=row,
+                        novel_clients="40 + 16 novel clients", resolution=1.0)  # fmt: skip
+    assert [lead[0] for lead in leads] == ["Table 1, 10 clients, headroom split: pFedHN beats", "Table 1, 50 clients: pFedHN beats",
+                                           "Table 2, headroom split, size S", "Figure 2: gap"]  # fmt: skip
+    assert leads[0][3] == "its models are client-specific (swap +10.0); FedPer does as well"
+    assert leads[1][3] == "strongest baseline: Local" and leads[2][3] == "own model beats another of its size (+10.0)"
+    assert leads[3][2] == "FMNIST Dir(0.1), 40 + 16 novel clients"
+
+
+def test_table2h_rows_put_the_mechanism_first_and_link_it():
+    res, groups, published = table2_result()
+    for arm, seed in list(res.records):  # every record: a swap matrix per size
+        res[arm, seed]["probe"] = {
+            "name": "p",
+            "rounds": {"5": {"S": [[0.9, 0.5], [0.5, 0.9]], "M": [[0.8, 0.6], [0.6, 0.8]]}},
+        }
+    args = dict(hn="HN", baselines=["FedAvg", "Local"], widths=["S", "M"], groups=groups, published=published)
+    plan = pd.DataFrame({"plan": ["3 seeds", "3 seeds"]})
+    rows, swap_plan, text = table2h_rows(res, plan, **args, cap=10, resolution=1.0, pilot_seeds=3)
+    assert rows[0]["kind"] == "mechanism" and rows[0]["verdict"] == "reproduces"  # own − other: +30 points
+    assert [r["claim"].split(":")[0] for r in rows[1:]] == [
+        "Table 2, headroom split, size S",
+        "Table 2, headroom split, size M",
+    ]
+    assert all(r["headline"] for r in rows[1:]) and list(swap_plan.index) == ["own − another model of its size"]
+    assert text.startswith("* A client's own generated model beats another of its size: **reproduces**")
+    assert text.endswith("size S 3 seeds, size M 3 seeds; this build ran 3 seeds.")

@@ -326,23 +326,25 @@ HEADERS = {  # a table's raw column names -> what the page prints
 }
 
 
-def page_table(table: pd.DataFrame, columns=None, digits: int = 1):
+def page_table(table: pd.DataFrame, columns=None, digits: int = 1, small: bool = False):
     """A table as the page shows it: the index turned into columns, human headers (:data:`HEADERS`),
     numbers rounded to ``digits``, "—" for a missing value, no index column (a pandas Styler);
-    ``columns``: the raw names to keep (default every column)."""
+    ``columns``: the raw names to keep (default every column); ``small``: in the glance tables' type,
+    for a wide table in a fold."""
     d = table.copy() if isinstance(table.index, pd.RangeIndex) else table.reset_index()
     d = d.rename(columns={"index": " "})  # an unnamed index keeps its values, under a blank header
     if columns is not None:
         d = d[[c for c in d.columns if c in columns or c in table.index.names]]
     d = d.apply(lambda col: col.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) and v == v else v))
     d = d.astype(object).where(d.notna(), "—").rename(columns=HEADERS)
-    return styled(d)
+    return styled(d, small)
 
 
-def styled(table: pd.DataFrame):
+def styled(table: pd.DataFrame, small: bool = False):
     """``table`` as a Styler the book's pages style like pandas' own tables (class ``dataframe``,
-    cells padded), without the index column."""
-    cells = {"selector": "td, th", "props": "padding: 0.2rem 0.5rem;"}
+    cells padded), without the index column; ``small``: in the glance tables' type (0.75rem)."""
+    props = "padding: 0.1rem 0.5rem; white-space: normal;" + (" font-size: 0.75rem;" if small else "")
+    cells = {"selector": "td, th", "props": props}
     return table.style.hide(axis="index").set_table_attributes('class="dataframe"').set_table_styles([cells])
 
 
@@ -615,3 +617,89 @@ def spectral_claim(res, text: str, published, n: int, margin: float, plan):
     lines = [f"* {n} clients, spectral norm on every layer − plain: {say(row)}.",
              f"* {n} clients, spectral norm sparing the heads − plain (our variant): **{spared}**."]  # fmt: skip
     return row, table.assign(clients=n), lines
+
+
+def size_trend(published, ours: dict, widths) -> str:
+    """One sentence on Table 2's sizes: for which methods the paper's accuracy rises from S to M to L
+    (``published``: its Table 2 rows, settings ending in the size), and pFedHN's means per size on
+    our runs (``ours``: size -> %)."""
+    by_size = published.assign(size=published.setting.str[-1]).pivot(index="method", columns="size", values="value")
+    by_size = by_size[list(widths)]
+    rising_ = [m for m, r in by_size.iterrows() if r.is_monotonic_increasing]
+    not_rising = {m: " / ".join(f"{v:.1f}" for v in r) for m, r in by_size.iterrows() if m not in rising_}
+    return (
+        "In the paper's Table 2 (CIFAR-10) accuracy rises from S to M to L for "
+        + (", ".join(rising_) or "no method")
+        + "; it does not for "
+        + (", ".join(f"{m} ({v})" for m, v in not_rising.items()) or "any method")
+        + ". pFedHN's mean over seeds on our runs (S / M / L): "
+        + " / ".join(f"{ours[w]:.1f}" for w in widths)
+        + "."
+    )
+
+
+def lead_claims(*, n0, counts, hr_rows, best_hr, t1, t1_pilot, mech2h, widths, budget_clients, fig2, row_gap,
+                novel_clients: str, resolution: float) -> list[tuple[str, str, str, str]]:  # fmt: skip
+    """The paper's lead claims in its order, whatever our verdict (:func:`pflkit.verdicts.mark_leads`:
+    the start of each row's claim, the claim in a few words, our setting, the one line of why): Table 1
+    at ``n0`` clients on the headroom split (``hr_rows``: :func:`headroom_rows`), at the other
+    ``counts`` on the paper's split, Table 2 on the headroom split by size, Figure 2 (``fig2``: its
+    claim's text; ``novel_clients``: the clients, in words)."""
+    swap_gain = hr_rows[1]["ours (a − b, 95 % CI)"].split(" [")[0]  # own − another client's model
+    start = f"Table 1, {n0} clients, headroom split: pFedHN beats"
+    word = next(r["verdict"] for r in hr_rows if r["claim"].startswith(start))
+    leads = [(start, f"Table 1, {n0} clients: pFedHN beats every baseline", f"FMNIST, our headroom split, {n0} clients",
+              f"its models are client-specific (swap {swap_gain}); "
+              + (f"they beat {best_hr}" if word == "reproduces" else f"{best_hr} does as well"))]  # fmt: skip
+    leads += [(f"Table 1, {n} clients: pFedHN beats", f"Table 1, {n} clients: pFedHN beats every baseline",
+               f"FMNIST, the paper's split, {n} clients",
+               (saturation(t1[n], m=resolution) or "").split(", within")[0] or f"strongest baseline: {t1_best(t1_pilot[n])}")
+              for n in counts[1:]]  # fmt: skip
+    swap2 = mech2h["ours (a − b, 95 % CI)"].split(" [")[0]
+    leads += [(f"Table 2, headroom split, size {w}", f"Table 2, size {w}: one HN beats each size's baselines",
+               f"FMNIST, our headroom split, {budget_clients} clients", f"own model beats another of its size ({swap2})")
+              for w in widths]  # fmt: skip
+    leads += [(fig2, "Figure 2: smaller generalization gap than Per-FedAvg", f"FMNIST Dir(0.1), {novel_clients}",
+               row_gap["notes"])]  # fmt: skip
+    return leads
+
+
+def not_run(counts, only_smallest, name) -> str:
+    """What of the paper's Table 1 this profile does not run (named, never shown as a number):
+    client counts of the paper's 10, 50, 100 missing from ``counts``, and the arms ``only_smallest``
+    (run at the first count only; ``name``: method -> its display name) at the others."""
+    missing = [f"{n} clients (every arm)" for n in (10, 50, 100) if n not in counts]
+    missing += [f"{name(m)} at {n} clients" for n in counts[1:] for m in only_smallest]
+    if not missing:
+        return "Every client count and arm of the paper's Table 1 is computed at this profile."
+    return ("**Not run at this profile:** Table 1 with " + "; ".join(missing) + " (the `paper` profile runs them; "
+            "nothing above stands for them, and the strongest baseline of a column is chosen among the arms it has).")  # fmt: skip
+
+
+def table2h_rows(res, plan, *, hn, baselines, widths, groups, published, cap: int, resolution: float, pilot_seeds: int):
+    """Table 2's claims on the headroom split: the mechanism check first (a client's own generated model
+    against another of its size, :func:`size_swaps`, planned on its own spread, at most ``cap`` seeds),
+    then each size's headline claim linked to it (``plan``: the sizes' seed plan, from ``pilot_seeds``
+    seeds).  Returns the rows, the mechanism's seed plan and the page's text."""
+    swaps = {"own − another model of its size": size_swaps(res, hn, res[hn, res.seeds[0]]["config"]["rounds"])}
+    swap_plan = seed_plan(swaps, cap=cap, resolution=resolution)
+    mech = mechanism(
+        "Mechanism (Table 2, headroom split): a client's own generated model beats another of its size",
+        verdict(swaps["own − another model of its size"], budget=res.budget(hn), resolution=resolution),
+        control="the model generated for another client of the same size", paper="not measured",
+        plan=swap_plan, plan_name="own − another model of its size",
+    )  # fmt: skip
+    args = dict(hn=hn, baselines=baselines, widths=widths)
+    best, diffs = table2_diffs(res, ", headroom split", **args, groups=groups)
+    sat = saturation(res, m=resolution)
+    rows, lines = table2_claims(res, best, diffs, plan, **args, published=published, resolution=resolution,
+                                headline=True, saturated=sat, mechanism=mech)  # fmt: skip
+    text = (
+        (f"This setting is **{sat}**.\n" if sat else "")
+        + f"* {mech['claim'].split(': ', 1)[1].capitalize()}: {say(mech)}.\n"
+        + "\n".join(lines)
+        + f"\n\nThe plan, from the pilot's {pilot_seeds} seeds (the spread pooled over the three sizes): "
+        + ", ".join(f"size {w} {p}" for w, p in zip(widths, plan["plan"]))
+        + f"; this build ran {len(res.seeds)} seeds."
+    )
+    return [mech, *rows], swap_plan, text
