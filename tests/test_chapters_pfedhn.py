@@ -13,29 +13,46 @@ import pytest
 import pflkit.chapters.pfedhn as ch
 from pflkit.chapters.pfedhn import (
     NovelProbe,
+    ablation_claims,
+    claims_markdown,
     client_spread,
     diffs56,
+    embedding_claims,
     embedding_probe,
     embedding_scores,
     headroom_claims,
+    headroom_rows,
     hn_size_acc,
+    lead_claims,
     mix_probe,
+    not_run,
+    novel_claims,
     novel_diffs,
     novel_rows,
     own_minus_other,
+    page_table,
     paper_t1,
+    per_round_of,
+    prop1_claims,
     purity,
     purity_gains,
+    run_config,
+    setup_rows,
     size_swap_probe,
     size_swaps,
+    size_trend,
+    spectral_claim,
     swap_probe,
     t1_best,
     t1_seed_plan,
     t1_text,
+    table1_claims,
     table1_rows,
+    table1_wide,
     table2_claims,
     table2_diffs,
     table2_table,
+    table2h_rows,
     with_budget,
 )
 from pflkit.engine import Federation, RunConfig, run
@@ -43,6 +60,7 @@ from pflkit.methods import get_method
 from pflkit.methods.pfedhn import PFedHNServer
 from pflkit.models import build_model
 from pflkit.sweeps import FINAL_METRICS, SweepResult
+from pflkit.verdicts import say
 from tests.conftest import tiny_config
 
 
@@ -323,3 +341,260 @@ def test_novel_probe_measures_the_novel_clients_and_keeps_its_stored_name():
     assert [r["client"] for r in novel] == [4, 5] and [r["alpha"] for r in novel] == [0.1, 1.0]
     assert all(0 <= r["TV to nearest"] <= 1 and 0 <= r["acc_novel (random v)"] <= 1 for r in novel)
     assert "acc_novel (random v)" not in out["fedavg", 2]["novel"][0]  # only a hypernetwork learns v_new
+
+
+# ----------------------------------------------------------------------------- the claims, section by section
+
+
+def test_table1_claims_compare_each_hypernetwork_with_the_pilots_strongest_baseline():
+    res = result(
+        {
+            "pFedHN": [record(0.80), record(0.82), record(0.81)],  # − Local: +10, +12, +11 points
+            "pFedHN-PC": [record(0.70)] * 3,  # − Local: 0 on every seed
+            "Local": [record(0.70, 0.9)] * 3,  # the strongest baseline on validation
+            "FedAvg": [record(0.75, 0.5)] * 3,
+        }
+    )
+    paper = pd.DataFrame(
+        {"table": "Table 1", "dataset": "CIFAR10", "setting": "10 clients", "method": ["pFedHN", "pFedHN-PC", "Local"],
+         "value": [90.0, 92.0, 86.0]}
+    )  # fmt: skip
+    rows, lines, means = table1_claims({10: res}, {10: res}, paper, None, 1.0)
+    assert [r["claim"] for r in rows] == [t1_text(10, hn, "Local") for hn in ("pFedHN", "pFedHN-PC")]
+    assert [r["verdict"] for r in rows] == ["reproduces", "no difference"]
+    assert rows[0]["paper"].startswith("+4.0 vs Local")  # the paper's margin over its strongest baseline
+    assert lines[0] == f"* 10 clients, pFedHN − Local: {say(rows[0])}."
+    assert means == ["* **10 clients**, mean over seeds (descriptive; the verdicts compare): "
+                     "pFedHN (81.0) > FedAvg (75.0) > pFedHN-PC (70.0) > Local (70.0)."]  # fmt: skip
+
+
+def test_headroom_rows_link_each_headline_claim_to_its_mechanism():
+    mix = {"mix": [[0.9, 0.5], [0.3, 0.8]]}  # own − other: 45 points
+    flat = {"mix": [[0.5, 0.5], [0.5, 0.5]]}  # pFedHN-PC: no own advantage
+    res = result(
+        {
+            "pFedHN": [record(a, probe=mix) for a in (0.80, 0.82, 0.81)],
+            "pFedHN-PC": [record(a, probe=flat) for a in (0.70, 0.72, 0.71)],
+            "FedAvg": [record(0.60, 0.9)] * 3,
+            "Local": [record(0.65, 0.6)] * 3,
+            "shared": [record(0.70)] * 3,
+        }
+    )
+    arms = {a: SimpleNamespace(rounds=5) for a in res.arms}
+    published = {"pFedHN": 90.0, "pFedHN-PC": 92.0, "FedAvg": 51.0, "Local": 86.0}
+    rows, best, text = headroom_rows(res, arms, ["FedAvg", "Local"], "shared", published, 10, None, 1.0)
+    assert best == "FedAvg"  # on validation
+    assert [r["kind"] for r in rows] == ["mechanism"] * 3 + ["claim", "claim"]
+    assert [r["verdict"] for r in rows] == ["reproduces", "reproduces", "no difference", "reproduces", "reproduces"]
+    assert "mechanism inert" in rows[2]["flags"] and "mechanism inert" in rows[4]["flags"]  # pFedHN-PC's swap
+    assert "mechanism inert" not in rows[3]["flags"] and rows[3]["headline"]
+    assert (
+        rows[3]["claim"]
+        == "Table 1, 10 clients, headroom split: pFedHN beats the strongest baseline (FedAvg, on validation)"
+    )
+    assert text.startswith("Not saturated: the strongest arm is 81.0 % and the arms span 21.0 points.\n")
+
+
+def test_novel_claims_judge_the_gap_and_the_correlation():
+    rows = []
+    for seed in range(3):
+        for method, gap in (("pFedHN", -0.05), ("Per-FedAvg", -0.15)):
+            for alpha, tv, acc in ((0.1, 0.1, 0.8), (1.0, 0.5, 0.6)):
+                rows.append({"method": method, "seed": seed, "alpha": alpha, "TV to nearest": tv, "acc_novel": acc,
+                             "acc_novel (random v)": acc - 0.1, "gap": gap + 0.01 * seed})  # fmt: skip
+    novel = pd.DataFrame(rows)
+    res = result({"pFedHN": [record(0.8)] * 3, "Per-FedAvg": [record(0.8)] * 3})
+    diffs = {"gap": pd.Series([10.0, 10.5, 9.5]), "corr": pd.Series([1.0, 1.0, 1.0])}
+    (row_gap, row_corr), text = novel_claims(novel, res, "gap", "corr", diffs, None, 1.0, 5)
+    assert row_gap["verdict"] == "reproduces" and row_gap["paper"] == "smaller at every TV (α)"
+    assert row_corr["verdict"] == "reproduces"  # −r = 1 on every seed
+    assert "α = 0.1: 100%, α = 1: 100%" in text and "per seed: -1.00, -1.00, -1.00" in text
+    assert text.endswith(
+        "(ours, not a claim of the paper): **reproduces (+10.0 points, 95 % CI [+10.0, +10.0], 3 seeds)**."
+    )
+
+
+def test_ablation_claims_choose_k_and_depth_on_validation():
+    res = result(
+        {
+            "K=1": [record(0.50), record(0.60), record(0.55)],
+            "K=10": [record(0.80, 0.9), record(0.81, 0.9), record(0.82, 0.9)],
+            "K=25": [record(0.90, 0.8)] * 3,
+            "e=5": [record(0.70), record(0.705), record(0.70)],  # − e=35: 0, +0.5, −0.5 points
+            "e=35": [record(0.70), record(0.70), record(0.705)],
+            "hn_layers=3": [record(0.70, 0.6)] * 3,
+            "hn_layers=2": [record(0.70, 0.7)] * 3,
+        }
+    )
+    rows, lines = ablation_claims(res, ["K=1", "K=10", "K=25"], "K=1", ("e=5", "e=35"), ("hn_layers=3", "hn_layers=2"),
+                                  ["hn_layers=2", "hn_layers=3"], paper_depths=[88.38, 88.42], margin=2.0,
+                                  resolution=1.0, plan=None)  # fmt: skip
+    assert rows[0]["claim"] == "Figure 5: several local steps (K=10, on validation) beat the chain rule (K=1)"
+    assert [r["verdict"] for r in rows] == ["reproduces", "reproduces", "no difference"]
+    assert rows[1]["claim"] == "Figure 6a: e=5 and e=35 do not differ (±2 points)"
+    assert rows[2]["paper"] == "3–4 layers best (88.38, 88.42 %)"
+    assert lines[-2] == "* Depth chosen on validation accuracy: hn_layers=2 (the paper uses 3)."
+
+
+# ----------------------------------------------------------------------------- the page
+
+
+def test_page_table_has_human_headers_no_index_and_dashes():
+    t = pd.DataFrame(
+        {"paper CIFAR-10": [90.83, np.nan], "ours mean_acc": ["98.3 ± 1.6", "97.0"], "seeds": [3, 3]},
+        index=pd.Index(["pFedHN", "Local"], name="arm"),
+    )
+    shown = page_table(t, ["paper CIFAR-10", "ours mean_acc"])
+    assert list(shown.data.columns) == ["method", "paper, CIFAR-10 (%)", "ours, FMNIST (%)"]
+    assert shown.data.iloc[:, 1].tolist() == ["90.8", "—"]
+    assert "level0_row0" not in shown.to_html()  # no index column
+
+
+def test_table1_wide_is_methods_by_client_counts():
+    idx = pd.MultiIndex.from_tuples([(10, "pFedHN"), (10, "Local"), (10, "option"), (50, "pFedHN")],
+                                    names=["clients", "arm"])  # fmt: skip
+    t = pd.DataFrame(
+        {"paper CIFAR-10": [90.83, 86.46, np.nan, 88.38],
+         "ours mean_acc": ["98.3 ± 1.6", "98.5 ± 1.6", "97.0", "98.4 ± 0.3 (8 seeds; 98.2 on the 3 all arms ran)"]},
+        index=idx,
+    )  # fmt: skip
+    wide = table1_wide(t, skip=["option"]).data
+    assert list(wide.columns) == [("", "method"), ("10 clients", "ours"), ("10 clients", "paper"),
+                                  ("50 clients", "ours"), ("50 clients", "paper")]  # fmt: skip
+    assert wide.iloc[0].tolist() == ["pFedHN", "98.3 ± 1.6", "90.8", "98.4 ± 0.3", "88.4"]
+    assert wide.iloc[1].tolist() == ["Local", "98.5 ± 1.6", "86.5", "—", "—"]  # Local did not run at 50 here
+
+
+def test_claims_markdown_folds_the_papers_numbers_and_notes():
+    table = pd.DataFrame(
+        {"paper": ["+1.7 vs X"], "ours (a − b, 95 % CI)": ["+0.5 [+0.1, +0.9] (3 seeds)"],
+         "verdict": ["reproduces · budget-limited"], "notes": ["a | b"]},
+        index=pd.Index(["Table 1: A beats B"], name="claim"),
+    )  # fmt: skip
+    text = claims_markdown(table)
+    first, fold = text.split("::::{dropdown} With the paper's numbers and the notes")
+    assert (
+        "| claim | ours (95 % CI) | verdict |" in first
+        and "| Table 1: A beats B | +0.5 [+0.1, +0.9] (3 seeds) |" in first
+    )
+    assert "| claim | the paper | notes |" in fold and "a \\| b" in fold and fold.rstrip().endswith("::::")
+
+
+def test_setup_rows_say_this_executions_values():
+    p = dict(T1_IMAGES=(None, None), TRAIN_IMAGES=15000, HR_CLASSES=5, HR_IMAGES=100, CLIENT_COUNTS=[10, 50, 100],
+             BUDGET_CLIENTS=75, NOVEL_TRAIN=40, N_NOVEL=16, CLIENT_UPDATES=1000, T1_LOCAL_STEPS=50,
+             BASELINE_CLIENTS_PER_ROUND=5, UPDATES=500, LOCAL_STEPS=10, SEEDS=[0, 1, 2], SEED_CAP=10)  # fmt: skip
+    rows = dict((what, ours) for what, ours, _ in setup_rows(p))
+    assert list(rows) == ["Data", "Split", "Clients", "Model", "Training", "Seeds"]
+    assert rows["Data"].startswith("Fashion-MNIST: all training images for Tables 1 and 4, 15,000 (stratified)")
+    assert "5 classes and 100 images a client" in rows["Split"]
+    assert rows["Clients"] == "Table 1: 10, 50, 100; Table 2: 75 in three sizes; Figure 2: 40 + 16 novel"
+    assert rows["Seeds"] == "0, 1, 2 for every arm; a claim's arms to its seed plan, at most 10"
+
+
+def test_run_config_gives_every_method_the_same_client_updates():
+    hn = run_config("pfedhn", clients=10, updates=100, baseline_per_round=5, defaults={"lr": 0.1})
+    base = run_config("fedavg", clients=10, updates=100, baseline_per_round=5, defaults={"lr": 0.1}, lr=0.2)
+    assert (hn.rounds, hn.sample_rate, hn.eval_every, hn.lr) == (100, 0.1, 20, 0.1)  # one client per step
+    assert (base.rounds, base.sample_rate, base.eval_every, base.lr) == (20, 0.5, 4, 0.2)  # a field wins
+    assert per_round_of("pfedhn-pc", 5) == 1 and per_round_of("local", 5) == 5
+    assert hn.partition == "pathological" and hn.dataset == "fashion-mnist"
+
+
+def test_prop1_claims_take_the_largest_angle_and_the_denoising_at_k3():
+    rows = [{"seed": s, "k": k, "largest angle span(W) vs PCA (°)": 0.01 * k, "‖θ̄ − θ*‖² (local)": 4.0,
+             "‖Wv − θ*‖² (hypernetwork)": 1.0 + 0.01 * s} for s in range(3) for k in (1, 2, 3)]  # fmt: skip
+    (pca, denoise), text = prop1_claims(pd.DataFrame(rows), 1.0)
+    assert pca["verdict"] == "reproduces" and pca["ours (a − b, 95 % CI)"].startswith("+0.0 °")  # within ±1°
+    assert denoise["verdict"] == "reproduces" and denoise["ours (a − b, 95 % CI)"].startswith("+74.8 %")
+    assert "over $k = 1, 2, 3$ and 3 seeds: at most 0.03°" in text
+
+
+def test_embedding_claims_judge_the_purity_gain_per_arm():
+    scores = pd.DataFrame(
+        [{"arm": a, "seed": s, "median movement (%)": 1.0, "purity before (%)": 25.0, "purity after (%)": after + s,
+          "silhouette before": 0.0, "silhouette after": 0.1} for a, after in (("lr", 75.0), ("hn", 25.0)) for s in range(3)]
+    )  # fmt: skip
+    res = result({"lr": [record(0.5)] * 3, "hn": [record(0.5)] * 3})
+    rows, lines = embedding_claims(scores, res, ["lr", "hn"], None, 1.0, 4)
+    assert [r["verdict"] for r in rows] == ["reproduces", "inconclusive"]  # +51 points; +0, +1, +2: undecided
+    assert rows[0]["claim"] == "Figure 4: embeddings group by garment group (lr; 1-NN purity gain)"
+    assert lines[0] == "Chance 1-NN purity with 4 equal groups ≈ 25 %."
+    assert "purity 25 → 76 %, silhouette 0.00 → 0.10" in lines[1]
+
+
+def test_spectral_claim_sets_table_4_against_table_1():
+    res = result(
+        {
+            "pFedHN": [record(0.80), record(0.805), record(0.80)],  # SN − plain: 0, −0.5, +0.5 points
+            "pFedHN + spectral norm": [record(0.80), record(0.80), record(0.805)],
+            "pFedHN + spectral norm, heads spared": [record(0.70)] * 3,
+        }
+    )
+    published = pd.DataFrame({"table": ["Table 1", "Table 4"], "setting": ["10 clients", "10 clients / SN"],
+                              "value": [90.83, 90.29]})  # fmt: skip
+    row, table, lines = spectral_claim(res, "Table 4, 10 clients: no change", published, 10, 2.0, None)
+    assert row["verdict"] == "reproduces" and row["paper"] == "-0.5 (CIFAR-10)"
+    assert table.loc["pFedHN + spectral norm", "paper CIFAR-10"] == 90.29 and set(table["clients"]) == {10}
+    assert lines[1].startswith("* 10 clients, spectral norm sparing the heads − plain (our variant): **contradicted")
+
+
+def test_size_trend_names_the_methods_whose_accuracy_rises_with_size():
+    published = pd.DataFrame({"setting": ["75 clients / size S", "75 clients / size M", "75 clients / size L"] * 2,
+                              "method": ["pFedHN"] * 3 + ["LG-FedAvg"] * 3, "value": [85.0, 86.0, 87.0, 74.0, 53.0, 55.0]})  # fmt: skip
+    text = size_trend(published, {"S": 95.3, "M": 95.25, "L": 95.0}, ["S", "M", "L"])
+    assert text == ("In the paper's Table 2 (CIFAR-10) accuracy rises from S to M to L for pFedHN; it does not for "
+                    "LG-FedAvg (74.0 / 53.0 / 55.0). pFedHN's mean over seeds on our runs (S / M / L): 95.3 / 95.2 / 95.0.")  # fmt: skip
+
+
+def test_not_run_names_what_this_profile_leaves_out():
+    assert (
+        not_run([10, 50, 100], [], str.upper)
+        == "Every client count and arm of the paper's Table 1 is computed at this profile."
+    )
+    text = not_run([10, 50], ["pfedme"], {"pfedme": "pFedMe"}.get)
+    assert text.startswith("**Not run at this profile:** Table 1 with 100 clients (every arm); pFedMe at 50 clients (")
+
+
+def test_lead_claims_follow_the_papers_order():
+    row = {
+        "claim": "a check",
+        "ours (a − b, 95 % CI)": "+10.0 [+8.2, +11.8] (7 seeds)",
+        "verdict": "reproduces",
+        "notes": "n",
+    }
+    hr_rows = [
+        row,
+        row,
+        row,
+        row | {"claim": "Table 1, 10 clients, headroom split: pFedHN beats X", "verdict": "no difference"},
+    ]
+    res = result({"pFedHN": [record(0.70)] * 3, "Local": [record(0.75, 0.9)] * 3})
+    leads = lead_claims(n0=10, counts=[10, 50], hr_rows=hr_rows, best_hr="FedPer", t1={50: res}, t1_pilot={50: res},
+                        mech2h=row, widths=["S"], budget_clients=75, fig2="Figure 2: gap", row_gap=row,
+                        novel_clients="40 + 16 novel clients", resolution=1.0)  # fmt: skip
+    assert [lead[0] for lead in leads] == ["Table 1, 10 clients, headroom split: pFedHN beats", "Table 1, 50 clients: pFedHN beats",
+                                           "Table 2, headroom split, size S", "Figure 2: gap"]  # fmt: skip
+    assert leads[0][3] == "its models are client-specific (swap +10.0); FedPer does as well"
+    assert leads[1][3] == "strongest baseline: Local" and leads[2][3] == "own model beats another of its size (+10.0)"
+    assert leads[3][2] == "FMNIST Dir(0.1), 40 + 16 novel clients"
+
+
+def test_table2h_rows_put_the_mechanism_first_and_link_it():
+    res, groups, published = table2_result()
+    for arm, seed in list(res.records):  # every record: a swap matrix per size
+        res[arm, seed]["probe"] = {
+            "name": "p",
+            "rounds": {"5": {"S": [[0.9, 0.5], [0.5, 0.9]], "M": [[0.8, 0.6], [0.6, 0.8]]}},
+        }
+    args = dict(hn="HN", baselines=["FedAvg", "Local"], widths=["S", "M"], groups=groups, published=published)
+    plan = pd.DataFrame({"plan": ["3 seeds", "3 seeds"]})
+    rows, swap_plan, text = table2h_rows(res, plan, **args, cap=10, resolution=1.0, pilot_seeds=3)
+    assert rows[0]["kind"] == "mechanism" and rows[0]["verdict"] == "reproduces"  # own − other: +30 points
+    assert [r["claim"].split(":")[0] for r in rows[1:]] == [
+        "Table 2, headroom split, size S",
+        "Table 2, headroom split, size M",
+    ]
+    assert all(r["headline"] for r in rows[1:]) and list(swap_plan.index) == ["own − another model of its size"]
+    assert text.startswith("* A client's own generated model beats another of its size: **reproduces**")
+    assert text.endswith("size S 3 seeds, size M 3 seeds; this build ran 3 seeds.")

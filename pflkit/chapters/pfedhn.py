@@ -6,6 +6,7 @@ tables and per-seed differences of Tables 1 and 2 and the ablations."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pandas as pd
@@ -18,7 +19,20 @@ from ..federated import evaluate
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
 from ..partitions import total_variation
 from ..results import absent_rival, margin_text
-from ..verdicts import arm_seeds, arms_budget, claim_row, fmt_interval, paper_vs_ours, rising, say, seed_plan, verdict
+from ..verdicts import (
+    arm_seeds,
+    arms_budget,
+    claim,
+    claim_row,
+    fmt_interval,
+    mechanism,
+    paper_vs_ours,
+    rising,
+    saturation,
+    say,
+    seed_plan,
+    verdict,
+)  # fmt: skip
 
 # ----------------------------------------------------------------------------- probes
 
@@ -299,3 +313,393 @@ def diffs56(res, k_arms, k1, embed, depth) -> dict[str, pd.Series]:
     (on validation) − ``k1``, the two embedding sizes ``embed`` (a, b), the two depths ``depth`` (a, b)."""
     best_k = res.select([a for a in k_arms if a != k1], by="val_mean_acc")
     return {"Figure 5": res.paired(best_k, k1), "Figure 6a": res.paired(*embed), "Figure 6b": res.paired(*depth)}
+
+
+# ----------------------------------------------------------------------------- the page
+
+HEADERS = {  # a table's raw column names -> what the page prints
+    "arm": "method",
+    "paper CIFAR-10": "paper, CIFAR-10 (%)",
+    "ours mean_acc": "ours, FMNIST (%)",
+    "ours pooled, best-by-val (authors' code)": "ours, the authors' metric (%)",
+    "ours pooled_acc@best_val": "ours, the authors' metric (%)",
+}
+
+
+def page_table(table: pd.DataFrame, columns=None, digits: int = 1, small: bool = False):
+    """A table as the page shows it: the index turned into columns, human headers (:data:`HEADERS`),
+    numbers rounded to ``digits``, "—" for a missing value, no index column (a pandas Styler);
+    ``columns``: the raw names to keep (default every column); ``small``: in the glance tables' type,
+    for a wide table in a fold."""
+    d = table.copy() if isinstance(table.index, pd.RangeIndex) else table.reset_index()
+    d = d.rename(columns={"index": " "})  # an unnamed index keeps its values, under a blank header
+    if columns is not None:
+        d = d[[c for c in d.columns if c in columns or c in table.index.names]]
+    d = d.apply(lambda col: col.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) and v == v else v))
+    d = d.astype(object).where(d.notna(), "—").rename(columns=HEADERS)
+    return styled(d, small)
+
+
+def styled(table: pd.DataFrame, small: bool = False):
+    """``table`` as a Styler the book's pages style like pandas' own tables (class ``dataframe``,
+    cells padded), without the index column; ``small``: in the glance tables' type (0.75rem)."""
+    props = "padding: 0.1rem 0.5rem; white-space: normal;" + (" font-size: 0.75rem;" if small else "")
+    cells = {"selector": "td, th", "props": props}
+    return table.style.hide(axis="index").set_table_attributes('class="dataframe"').set_table_styles([cells])
+
+
+def setup_rows(p: dict) -> list[tuple[str, str, str]]:
+    """The setup card's rows (what, ours, the paper's) from the chapter's parameters ``p`` (the
+    notebook's upper-case names, with HR_CLASSES and HR_IMAGES, the headroom split the pilot chose)."""
+
+    def images(n):
+        return "all" if n is None else f"{n:,}"
+
+    t1_train = images(p["T1_IMAGES"][0])
+    return [
+        ("Data", f"Fashion-MNIST: {t1_train} training images for Tables 1 and 4, {images(p['TRAIN_IMAGES'])} "
+                 "(stratified) elsewhere; each client tested on official test images of its class mix",
+         "CIFAR-10, CIFAR-100, Omniglot"),
+        ("Split", "2 classes a client, shares U(.4, .6); the headroom split: "
+                  f"{p['HR_CLASSES']} classes and {p['HR_IMAGES']} images a client; Dir(0.1) for novel clients",
+         "2 classes a client (CIFAR-10), 10 (CIFAR-100); Dir(α) for novel clients"),
+        ("Clients", f"Table 1: {', '.join(map(str, p['CLIENT_COUNTS']))}; Table 2: {p['BUDGET_CLIENTS']} in three "
+                    f"sizes; Figure 2: {p['NOVEL_TRAIN']} + {p['N_NOVEL']} novel", "10, 50, 100; 75; 90 + 10 novel"),
+        ("Model", "LeNet target; hypernetwork: embedding of ⌊1 + n/4⌋, 3 hidden layers of 100, a head per tensor",
+         "the same"),
+        ("Training", f"Algorithm 1, one client per hypernetwork step; Table 1: {p['CLIENT_UPDATES']} client updates of "
+                     f"{p['T1_LOCAL_STEPS']} local steps, baselines {p['BASELINE_CLIENTS_PER_ROUND']} clients a round; "
+                     f"elsewhere {p['UPDATES']} updates of {p['LOCAL_STEPS']} steps",
+         "at most 5000 communication steps, K = 50"),
+        ("Seeds", f"{', '.join(map(str, p['SEEDS']))} for every arm; a claim's arms to its seed plan, at most "
+                  f"{p['SEED_CAP']}", ""),
+    ]  # fmt: skip
+
+
+def claims_markdown(table: pd.DataFrame) -> str:
+    """The compact claims table of "What reproduced" as MyST Markdown, in the glance tables' small
+    type: each claim with ours and its verdict (word and flags); then, in a fold, each claim with the
+    paper's number and the notes.  ``table``: :func:`pflkit.verdicts.claims_table` (claims as index)."""
+    from ..pages import markdown_table
+
+    d = table.reset_index()
+    short = d[["claim", "ours (a − b, 95 % CI)", "verdict"]].rename(columns={"ours (a − b, 95 % CI)": "ours (95 % CI)"})
+    full = d[["claim", "paper", *(["notes"] if "notes" in d else [])]].rename(columns={"paper": "the paper"})
+    return "\n".join([
+        markdown_table(short, css="glance"),
+        "",
+        "::::{dropdown} With the paper's numbers and the notes",
+        markdown_table(full, css="glance"),
+        "::::",
+    ])  # fmt: skip
+
+
+def table1_wide(table: pd.DataFrame, skip=()):
+    """Table 1 laid out as the paper's (a Styler, no index column): one row per method, per client
+    count ours (mean ± 95 % CI half-width over seeds, %) beside the paper's CIFAR-10 number; "—" where
+    an arm did not run.  ``table``: :func:`table1_rows` concatenated over client counts (index
+    clients, arm); ``skip``: arms left out (shown in the full table)."""
+    d = table[~table.index.get_level_values("arm").isin(list(skip))]
+    ours = d["ours mean_acc"].astype(str).str.split(" (", regex=False).str[0]  # its seeds: in the full table
+    paper = d["paper CIFAR-10"].map(lambda v: f"{v:.1f}" if v == v else "—")
+    wide = pd.concat({"ours": ours, "paper": paper}, axis=1).unstack("clients")
+    wide = wide.swaplevel(axis=1).sort_index(axis=1, level=0, sort_remaining=False)
+    arms = list(dict.fromkeys(d.index.get_level_values("arm")))
+    wide = wide.reindex(arms).rename_axis("method").reset_index()
+    wide.columns = pd.MultiIndex.from_tuples([("", "method")] + [(f"{n} clients", w) for n, w in wide.columns[1:]])
+    return styled(wide.fillna("—"))
+
+
+# ----------------------------------------------------------------------------- the claims, section by section
+
+
+def table1_claims(t1, pilot, paper, plan, resolution: float):
+    """Table 1's claims on all the data: per client count, each hypernetwork against the strongest
+    baseline of its column (chosen on the pilot's validation), labelled saturated where the setting is.
+    ``t1``, ``pilot``: clients -> sweep; ``paper``: the paper's results; ``plan``: the table's seed plan.
+    Returns the rows, the page's lines (one per claim) and the descriptive means (for the notes)."""
+    rows, lines, means_lines = [], [], []
+    for n, res in t1.items():
+        means = res.summary("mean_acc")["mean_acc"].sort_values(ascending=False)
+        means_lines.append(f"* **{n} clients**, mean over seeds (descriptive; the verdicts compare): "
+                           + " > ".join(f"{a} ({v:.1f})" for a, v in means.items()) + ".")  # fmt: skip
+        sat = saturation(res, m=resolution)  # all data: the strongest arm near 100 % leaves no room to judge
+        if sat:
+            lines.append(
+                f"* {n} clients: this setting is **{sat}**: its claims are kept, labelled, and carry no headline."
+            )
+        best = t1_best(pilot[n])
+        pub = paper_t1(paper, n)
+        for hn in ("pFedHN", "pFedHN-PC"):
+            row = claim(
+                t1_text(n, hn, best), res, hn, best,
+                paper=margin_text(pub, hn, exclude=("pFedHN", "pFedHN-PC"), dataset="CIFAR-10"),
+                note=absent_rival(pub, hn, res.arms), resolution=resolution, saturated=sat, plan=plan,
+            )  # fmt: skip
+            rows.append(row)
+            lines.append(f"* {n} clients, {hn} − {best}: {say(row)}.")
+    return rows, lines, means_lines
+
+
+def headroom_rows(res, arms, baselines, shared, published, n0: int, plan, resolution: float):
+    """Table 1's claims on the headroom split: the two mechanism checks (pFedHN against its
+    shared-embedding control ``shared``; own minus another client's generated model), Figure 3's swap
+    (pFedHN-PC), then each hypernetwork against the strongest baseline (headline claims, each linked to
+    its mechanism).  Returns the rows (in that order), the strongest baseline and the page's text."""
+    sat = saturation(res, [*baselines, "pFedHN", "pFedHN-PC"], m=resolution)
+    best, diffs = headroom_claims(res, arms, baselines, shared)
+
+    def check(text, name, arms_, control, paper="not measured"):
+        v = verdict(diffs[name], budget=res.budget(*arms_), resolution=resolution)
+        return mechanism(text, v, control=control, paper=paper, plan=plan, plan_name=name)
+
+    where = f"{n0} clients, headroom split"
+    mech_control = check(f"Mechanism ({where}): pFedHN beats its control with one shared embedding",
+                         "pFedHN − shared embedding", ("pFedHN", shared),
+                         "the same hypernetwork with one embedding for every client")  # fmt: skip
+    mech_swap = check(f"Mechanism ({where}): a client does better with its own generated model than another's",
+                      "pFedHN: own − another client's model", ("pFedHN",), "the model generated for another client")  # fmt: skip
+    mech_pc = check(f"Figure 3 ({where}): a client does best with its own generated feature extractor",
+                    "pFedHN-PC: own − another client's feature extractor", ("pFedHN-PC",),
+                    "another client's feature extractor, own classifier", paper="diagonal stands out")  # fmt: skip
+    rows = [mech_control, mech_swap, mech_pc]
+    for hn, mech in (("pFedHN", mech_control), ("pFedHN-PC", mech_pc)):
+        name = f"{hn} − strongest baseline"
+        rows.append(claim_row(
+            f"Table 1, {where}: {hn} beats the strongest baseline ({best}, on validation)",
+            verdict(diffs[name], budget=res.budget(hn, best), resolution=resolution),
+            paper=margin_text(published, hn, exclude=("pFedHN", "pFedHN-PC"), dataset="CIFAR-10"), headline=True,
+            saturated=sat, mechanism=mech, plan=plan, plan_name=name,
+        ))  # fmt: skip
+    acc = res.summary()["mean_acc"]
+    head = (f"This setting is **{sat}**.\n" if sat else
+            f"Not saturated: the strongest arm is {acc.max():.1f} % and the arms span {acc.max() - acc.min():.1f} points.\n")  # fmt: skip
+    return rows, best, head + "\n".join(f"* {r['claim']}: {say(r)}." for r in rows)
+
+
+def novel_claims(novel, res, gap_text: str, corr_text: str, diffs: dict, plan, resolution: float, exchanges: int):
+    """Figures 2 and 7's claims and the page's text: pFedHN's generalization gap against Per-FedAvg's
+    (averaged over α, per seed), −r between a novel client's accuracy and its TV distance, and our check
+    of learning v_new against the random-embedding control.  ``novel``: :func:`novel_rows`; ``diffs``:
+    :func:`novel_diffs` of ``res``.  Returns the two claims' rows and the text."""
+    per_seed = novel.groupby(["seed", "method", "alpha"])["gap"].mean().unstack("method")
+    hn_better = (per_seed["pFedHN"] > per_seed["Per-FedAvg"]).groupby("alpha").mean()
+    corr = -diffs[corr_text]
+    hn = novel[novel.method == "pFedHN"]
+    gain = 100 * (hn["acc_novel"] - hn["acc_novel (random v)"]).groupby(hn.seed).mean()
+    v_gap = verdict(diffs[gap_text], budget=res.budget("pFedHN", "Per-FedAvg"), resolution=resolution)
+    v_corr = verdict(-corr, unit="(−r)", budget=res.budget("pFedHN"))
+    v_gain = verdict(gain, budget=res.budget("pFedHN"))
+    row_gap = claim_row(gap_text, v_gap, paper="smaller at every TV (α)", plan=plan)
+    row_corr = claim_row(corr_text, v_corr, paper="on average, yes", plan=plan)
+    text = (
+        "* Share of seeds where pFedHN's gap is smaller than Per-FedAvg's, by α: "
+        + ", ".join(f"α = {a:g}: {v:.0%}" for a, v in hn_better.items())
+        + f" (paper: smaller at every α). Averaged over α, pFedHN − Per-FedAvg: {say(row_gap)}.\n"
+        "* Correlation between a novel client's accuracy and its TV distance (Figure 7), per seed: "
+        + ", ".join(f"{c:.2f}" for c in corr)
+        + f" (the paper: accuracy decreases with distance, on average); the claim is r < 0: {say(row_corr)}.\n"
+        f"* Learning $v_{{new}}$ ({exchanges} exchanges) against the random-embedding control (ours, not a "
+        f"claim of the paper): **{v_gain}**."
+    )
+    return [row_gap, row_corr], text
+
+
+def ablation_claims(res, k_arms, k1, embed, depth, depth_arms, *, paper_depths, margin: float, resolution: float,
+                    plan):  # fmt: skip
+    """Figures 5 and 6's claims: the best K > 1 (on validation) against ``k1``; the two embedding
+    sizes ``embed`` (a, b) within ±``margin`` points; the paper's depth against the shallowest,
+    ``depth`` (a, b); ``paper_depths``: the paper's accuracies at 3 and 4 hidden layers.  Returns the
+    rows and the page's lines (with the depth chosen on validation among ``depth_arms``)."""
+    best_k = res.select([a for a in k_arms if a != k1], by="val_mean_acc")
+    best_depth = res.select(list(depth_arms), by="val_mean_acc")
+    (small_e, large_e), (deep, shallow) = embed, depth
+    rows = [
+        claim(f"Figure 5: several local steps ({best_k}, on validation) beat the chain rule ({k1})", res, best_k, k1,
+              paper="large improvement", resolution=resolution, plan=plan, plan_name="Figure 5"),
+        claim(f"Figure 6a: {small_e} and {large_e} do not differ (±{margin:g} points)", res, small_e, large_e,
+              margin=margin, paper="robust", plan=plan, plan_name="Figure 6a"),
+        claim(f"Figure 6b: {deep} beats {shallow}", res, deep, shallow,
+              paper="3–4 layers best (" + ", ".join(f"{v:g}" for v in paper_depths) + " %)", resolution=resolution,
+              plan=plan, plan_name="Figure 6b"),
+    ]  # fmt: skip
+    lines = [f"* {r['claim']}: {say(r)}." for r in rows]
+    lines += [f"* Depth chosen on validation accuracy: {best_depth} (the paper uses 3).",
+              "* Larger K also means more computation per round."]  # fmt: skip
+    return rows, lines
+
+
+# ----------------------------------------------------------------------------- the runs
+
+
+def per_round_of(method: str, baseline_per_round: int) -> int:
+    """Algorithm 1: one client per hypernetwork step; the baselines aggregate ``baseline_per_round``
+    clients a round (App. B)."""
+    return 1 if method.startswith("pfedhn") else baseline_per_round
+
+
+def run_config(method="pfedhn", *, clients, updates, baseline_per_round, per_round=None, defaults=None, **fields):
+    """A run of Table 1's protocol (two classes per client, shares U(.4,.6)) unless ``fields`` say
+    otherwise: ``updates`` client updates, ``per_round`` of them a round (by default
+    :func:`per_round_of`); ``defaults``: fields every run of the chapter shares (images, the client
+    optimiser).  Every run is evaluated every ⌈rounds/5⌉ rounds: at least once inside its last fifth
+    and once before, which the budget flag compares."""
+    from ..engine import RunConfig
+
+    per_round = per_round or per_round_of(method, baseline_per_round)
+    rounds = max(1, updates // per_round)
+    base = dict(
+        dataset="fashion-mnist",
+        partition="pathological",
+        clients=clients,
+        rounds=rounds,
+        sample_rate=min(1.0, per_round / clients),
+        eval_every=max(1, math.ceil(rounds / 5)),
+        **(defaults or {}),
+    )
+    return RunConfig(method=method, **{**base, **fields})
+
+
+# ----------------------------------------------------------------------------- the further experiments' claims
+
+
+def prop1_claims(prop1: pd.DataFrame, margin_deg: float):
+    """Proposition 1's two claims from the fits (one row per seed and k: the largest principal angle
+    in degrees and the squared errors to the true models): span(W) is PCA's within ±``margin_deg``
+    (the largest angle over k, per seed), and at k = 3 the hypernetwork denoises (the relative
+    reduction of the local solutions' squared error, %).  Returns the two rows and the page's text."""
+    angle = prop1.groupby("seed")["largest angle span(W) vs PCA (°)"].max()
+    k3 = prop1[prop1.k == 3].set_index("seed")
+    denoise = 100 * (1 - k3["‖Wv − θ*‖² (hypernetwork)"] / k3["‖θ̄ − θ*‖² (local)"])
+    row_pca = claim_row("Prop. 1: span(W) of a linear HN is the PCA subspace (largest angle, k = 1–3)",
+                        verdict(angle, margin=margin_deg, unit="°"), paper="exact (theorem)")  # fmt: skip
+    row_denoise = claim_row("Prop. 1: the hypernetwork's models are nearer θ* than the local solutions (k = 3)",
+                            verdict(denoise, unit="%"), paper="denoising (§4.1)")  # fmt: skip
+    text = (
+        f"* Largest angle between the fitted subspace and PCA's, over $k = 1, 2, 3$ and {len(angle)} seeds: "
+        f"at most {angle.max():.2g}°. Within ±{margin_deg:g}°: {say(row_pca)}.\n"
+        f"* At $k = 3$ the hypernetwork removes {fmt_interval(denoise)} % of the local solutions' squared error "
+        f"to the true models: {say(row_denoise)}."
+    )
+    return [row_pca, row_denoise], text
+
+
+def embedding_claims(scores: pd.DataFrame, res, arms, plan, resolution: float, n_groups: int):
+    """Figure 4's claims, one per arm of ``arms``: the embeddings' 1-NN purity gain (after − before
+    training, per seed, from :func:`embedding_scores`), with the page's lines (``n_groups``: the
+    garment groups, for chance purity)."""
+    rows, lines = [], [f"Chance 1-NN purity with {n_groups} equal groups ≈ {100 / n_groups:.0f} %."]
+    for arm in arms:
+        d = scores[scores.arm == arm].set_index("seed")
+        v = verdict(d["purity after (%)"] - d["purity before (%)"], budget=res.improving(arm), resolution=resolution)
+        row = claim_row(f"Figure 4: embeddings group by garment group ({arm}; 1-NN purity gain)", v,
+                        paper="t-SNE groups coarse classes", plan=plan, plan_name=arm)  # fmt: skip
+        rows.append(row)
+        lines.append(
+            f"* **{arm}**: embeddings moved a median {d['median movement (%)'].mean():.1f} % of their norm; "
+            f"purity {d['purity before (%)'].mean():.0f} → {d['purity after (%)'].mean():.0f} %, silhouette "
+            f"{d['silhouette before'].mean():.2f} → {d['silhouette after'].mean():.2f} (means over seeds); "
+            f"purity gain: {say(row)}."
+        )
+    return rows, lines
+
+
+def spectral_claim(res, text: str, published, n: int, margin: float, plan):
+    """Table 4's claim at ``n`` clients (spectral normalization on every layer against plain pFedHN,
+    within ±``margin`` points), our variant sparing the heads, the table beside the paper's
+    (``published``: the paper's pFedHN rows on CIFAR-10, Tables 1 and 4) and the page's lines."""
+    p1 = published[(published.table == "Table 1") & (published.setting == f"{n} clients")]["value"]
+    p4 = published[(published.table == "Table 4") & published.setting.str.startswith(f"{n} clients")]["value"]
+    paper = f"{p4.iloc[0] - p1.iloc[0]:+.1f} (CIFAR-10)" if len(p1) and len(p4) else ""
+    row = claim(text, res, "pFedHN + spectral norm", "pFedHN", margin=margin, paper=paper, plan=plan)
+    spared = res.compare("pFedHN + spectral norm, heads spared", "pFedHN", margin=margin)
+    table = paper_vs_ours(res, {"pFedHN": p1.mean(), "pFedHN + spectral norm": p4.mean()}, label="paper CIFAR-10")
+    lines = [f"* {n} clients, spectral norm on every layer − plain: {say(row)}.",
+             f"* {n} clients, spectral norm sparing the heads − plain (our variant): **{spared}**."]  # fmt: skip
+    return row, table.assign(clients=n), lines
+
+
+def size_trend(published, ours: dict, widths) -> str:
+    """One sentence on Table 2's sizes: for which methods the paper's accuracy rises from S to M to L
+    (``published``: its Table 2 rows, settings ending in the size), and pFedHN's means per size on
+    our runs (``ours``: size -> %)."""
+    by_size = published.assign(size=published.setting.str[-1]).pivot(index="method", columns="size", values="value")
+    by_size = by_size[list(widths)]
+    rising_ = [m for m, r in by_size.iterrows() if r.is_monotonic_increasing]
+    not_rising = {m: " / ".join(f"{v:.1f}" for v in r) for m, r in by_size.iterrows() if m not in rising_}
+    return (
+        "In the paper's Table 2 (CIFAR-10) accuracy rises from S to M to L for "
+        + (", ".join(rising_) or "no method")
+        + "; it does not for "
+        + (", ".join(f"{m} ({v})" for m, v in not_rising.items()) or "any method")
+        + ". pFedHN's mean over seeds on our runs (S / M / L): "
+        + " / ".join(f"{ours[w]:.1f}" for w in widths)
+        + "."
+    )
+
+
+def lead_claims(*, n0, counts, hr_rows, best_hr, t1, t1_pilot, mech2h, widths, budget_clients, fig2, row_gap,
+                novel_clients: str, resolution: float) -> list[tuple[str, str, str, str]]:  # fmt: skip
+    """The paper's lead claims in its order, whatever our verdict (:func:`pflkit.verdicts.mark_leads`:
+    the start of each row's claim, the claim in a few words, our setting, the one line of why): Table 1
+    at ``n0`` clients on the headroom split (``hr_rows``: :func:`headroom_rows`), at the other
+    ``counts`` on the paper's split, Table 2 on the headroom split by size, Figure 2 (``fig2``: its
+    claim's text; ``novel_clients``: the clients, in words)."""
+    swap_gain = hr_rows[1]["ours (a − b, 95 % CI)"].split(" [")[0]  # own − another client's model
+    start = f"Table 1, {n0} clients, headroom split: pFedHN beats"
+    word = next(r["verdict"] for r in hr_rows if r["claim"].startswith(start))
+    leads = [(start, f"Table 1, {n0} clients: pFedHN beats every baseline", f"FMNIST, our headroom split, {n0} clients",
+              f"its models are client-specific (swap {swap_gain}); "
+              + (f"they beat {best_hr}" if word == "reproduces" else f"{best_hr} does as well"))]  # fmt: skip
+    leads += [(f"Table 1, {n} clients: pFedHN beats", f"Table 1, {n} clients: pFedHN beats every baseline",
+               f"FMNIST, the paper's split, {n} clients",
+               (saturation(t1[n], m=resolution) or "").split(", within")[0] or f"strongest baseline: {t1_best(t1_pilot[n])}")
+              for n in counts[1:]]  # fmt: skip
+    swap2 = mech2h["ours (a − b, 95 % CI)"].split(" [")[0]
+    leads += [(f"Table 2, headroom split, size {w}", f"Table 2, size {w}: one HN beats each size's baselines",
+               f"FMNIST, our headroom split, {budget_clients} clients", f"own model beats another of its size ({swap2})")
+              for w in widths]  # fmt: skip
+    leads += [(fig2, "Figure 2: smaller generalization gap than Per-FedAvg", f"FMNIST Dir(0.1), {novel_clients}",
+               row_gap["notes"])]  # fmt: skip
+    return leads
+
+
+def not_run(counts, only_smallest, name) -> str:
+    """What of the paper's Table 1 this profile does not run (named, never shown as a number):
+    client counts of the paper's 10, 50, 100 missing from ``counts``, and the arms ``only_smallest``
+    (run at the first count only; ``name``: method -> its display name) at the others."""
+    missing = [f"{n} clients (every arm)" for n in (10, 50, 100) if n not in counts]
+    missing += [f"{name(m)} at {n} clients" for n in counts[1:] for m in only_smallest]
+    if not missing:
+        return "Every client count and arm of the paper's Table 1 is computed at this profile."
+    return ("**Not run at this profile:** Table 1 with " + "; ".join(missing) + " (the `paper` profile runs them; "
+            "nothing above stands for them, and the strongest baseline of a column is chosen among the arms it has).")  # fmt: skip
+
+
+def table2h_rows(res, plan, *, hn, baselines, widths, groups, published, cap: int, resolution: float, pilot_seeds: int):
+    """Table 2's claims on the headroom split: the mechanism check first (a client's own generated model
+    against another of its size, :func:`size_swaps`, planned on its own spread, at most ``cap`` seeds),
+    then each size's headline claim linked to it (``plan``: the sizes' seed plan, from ``pilot_seeds``
+    seeds).  Returns the rows, the mechanism's seed plan and the page's text."""
+    swaps = {"own − another model of its size": size_swaps(res, hn, res[hn, res.seeds[0]]["config"]["rounds"])}
+    swap_plan = seed_plan(swaps, cap=cap, resolution=resolution)
+    mech = mechanism(
+        "Mechanism (Table 2, headroom split): a client's own generated model beats another of its size",
+        verdict(swaps["own − another model of its size"], budget=res.budget(hn), resolution=resolution),
+        control="the model generated for another client of the same size", paper="not measured",
+        plan=swap_plan, plan_name="own − another model of its size",
+    )  # fmt: skip
+    args = dict(hn=hn, baselines=baselines, widths=widths)
+    best, diffs = table2_diffs(res, ", headroom split", **args, groups=groups)
+    sat = saturation(res, m=resolution)
+    rows, lines = table2_claims(res, best, diffs, plan, **args, published=published, resolution=resolution,
+                                headline=True, saturated=sat, mechanism=mech)  # fmt: skip
+    text = (
+        (f"This setting is **{sat}**.\n" if sat else "")
+        + f"* {mech['claim'].split(': ', 1)[1].capitalize()}: {say(mech)}.\n"
+        + "\n".join(lines)
+        + f"\n\nThe plan, from the pilot's {pilot_seeds} seeds (the spread pooled over the three sizes): "
+        + ", ".join(f"size {w} {p}" for w, p in zip(widths, plan["plan"]))
+        + f"; this build ran {len(res.seeds)} seeds."
+    )
+    return [mech, *rows], swap_plan, text

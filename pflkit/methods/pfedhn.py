@@ -185,30 +185,35 @@ class PFedHNServer(Server):
     def gradients(self, uploads, params=None) -> list[torch.Tensor]:
         """The server's gradient for ``params`` (default: φ and the embeddings).
 
-        Per client: g_i = −(∇ θ_i)ᵀ Δθ_i, the gradient of ½‖θ̃_i − h(v_i; φ)‖² (θ̃_i fixed).
-        φ is shared: it gets the mean over the round's clients.  v_i gets only its own
-        client's term, which it receives in full (as in Algorithm 1, one client per step).
+        Per client: g_i = −(∇ θ_i)ᵀ Δθ_i, the gradient of ½‖θ̃_i − h(v_i; φ)‖²
+        (θ̃_i fixed).  φ is shared: it gets the mean over the round's clients.
+        v_i gets only its own client's term, which it receives in full (as in
+        Algorithm 1, one client per step).
         """
         params = self.params if params is None else params
         total = [torch.zeros_like(p) for p in params]
         for cid, up in uploads.items():
             theta = self.theta(cid)
             grads = torch.autograd.grad(
-                list(theta.values()), params, grad_outputs=[-up["delta"][k] for k in theta], allow_unused=True
+                list(theta.values()),
+                params,
+                grad_outputs=[-up["delta"][k] for k in theta],
+                allow_unused=True,
             )
             for t, g in zip(total, grads):
                 if g is not None:
                     t += g
         shared = {id(p) for p in self.phi}
-        return [t / len(uploads) if id(p) in shared else t for p, t in zip(params, total)]
+        n = len(uploads)
+        return [t / n if id(p) in shared else t for p, t in zip(params, total)]
 
     def aggregate(self, uploads, rnd):
         if not uploads:
             return
         for p, g in zip(self.params, self.gradients(uploads)):
             p.grad = g
-        if self.opt["hn_clip"]:
-            nn.utils.clip_grad_norm_(self.params, self.opt["hn_clip"])  # as the authors (50)
+        if self.opt["hn_clip"]:  # as the authors (50)
+            nn.utils.clip_grad_norm_(self.params, self.opt["hn_clip"])
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.refresh_spectral_norm()
@@ -254,9 +259,11 @@ class PFedHNClient(Client):
 
     def train_round(self, message, rnd):
         theta = self.receive(message)  # θ̃_i ← θ_i
-        loss = self.sgd()  # K local steps (pFedHN-PC: body and personal head together)
+        # K local steps (pFedHN-PC: body and personal head together)
+        loss = self.sgd()
         tilde = snapshot(self.model)
-        return {"delta": {k: tilde[k] - theta[k] for k in theta}, "_loss": loss}  # Δθ_i = θ̃_i − θ_i
+        delta = {k: tilde[k] - theta[k] for k in theta}  # Δθ_i = θ̃_i − θ_i
+        return {"delta": delta, "_loss": loss}
 
     def eval_model(self, message):
         self.receive(message)
