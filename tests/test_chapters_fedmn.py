@@ -474,3 +474,190 @@ def test_setup_rows_state_the_parameters_beside_the_paper():
     assert rows["Data"][0] == "Fashion-MNIST, 12,000 training and 4,000 test images"
     assert rows["Model"][0].startswith("LeNet; FedMN [3×3×3]") and "the first 20% pretrain" in rows["Training"][0]
     assert rows["Seeds"] == ("seeds 0, 1 and 2 to start, more where a claim's plan asks", "")
+
+
+# ------------------------------------------------------------------ the notebook's plumbing and figures
+
+
+def _record(acc: float, method: str = "fedavg", rounds: int = 10, probe=None, up: float = 2e6) -> dict:
+    """A stored run as :class:`pflkit.sweeps.SweepResult` reads it: accuracy ``acc`` (0-1) at every round."""
+    final = {"round": rounds, "mean_acc": acc, "pooled_acc": acc + 0.01, "macro_f1": acc, "micro_f1": acc}
+    history = [
+        {"round": r, "mean_acc": acc * r / rounds, "pooled_acc": acc, "val_mean_acc": acc}
+        for r in (rounds // 2, rounds)
+    ]
+    rec = {"config": {"method": method, "rounds": rounds}, "final": final, "history": history,
+           "best_by_val": {"round": rounds // 2, "mean_acc": acc, "pooled_acc": acc}, "improving": 0.0,
+           "comm": {"bytes_up": up, "bytes_down": 2 * up}, "provenance": {"wall_time_s": 1.0}}  # fmt: skip
+    if probe is not None:
+        rec["probe"] = {"name": "probe", "rounds": {str(rounds): probe}}
+    return rec
+
+
+def _sweep(accs: dict, probe=None, rounds: int = 10):
+    """A sweep result: arm → accuracy per seed (FedMN's runs carry ``probe`` at the last round)."""
+    from pflkit.sweeps import SweepResult
+
+    records = {(a, s): _record(v, "fedmn" if a == "FedMN" else "fedavg", rounds, probe if a == "FedMN" else None)
+               for a, vals in accs.items() for s, v in enumerate(vals)}  # fmt: skip
+    return SweepResult(records, list(accs), range(max(len(v) for v in accs.values())))
+
+
+def test_config_factory_reads_the_options_when_called_and_adds_cfls_warmup():
+    from pflkit.chapters.fedmn import config_factory
+
+    options = {"fedmn": {"arch": "1,2,2"}}
+    config = config_factory(options, rounds=20, evals=5, clients=6, lr=0.02)
+    cfg = config("fedmn", lr=0.1)
+    assert (cfg.method, cfg.rounds, cfg.eval_every, cfg.clients, cfg.lr) == ("fedmn", 20, 4, 6, 0.1)
+    assert cfg.partition == "label-clusters" and cfg.local_epochs == 1 and cfg.options == {"arch": "1,2,2"}
+    options["fedmn"] = {"arch": "3,3,3"}  # a later change shows in the next config
+    assert config("fedmn").options == {"arch": "3,3,3"}
+    assert config("cfl", rounds=10).options == {"warmup": 2} and config("cfl", rounds=10).eval_every == 2
+
+
+def test_federations_build_each_seed_once(monkeypatch):
+    from pflkit.chapters import fedmn
+
+    built = []
+    monkeypatch.setattr(fedmn.Federation, "from_config", staticmethod(lambda cfg: built.append(cfg) or len(built)))
+    fed_of = fedmn.federations(lambda method, seed: (method, seed))
+    assert fed_of(0) == 1 and fed_of(1) == 2 and fed_of(0) == 1
+    assert built == [("fedavg", 0), ("fedavg", 1)]
+
+
+def test_claim_bullets_and_counts_text():
+    from pflkit.chapters.fedmn import claim_bullets, counts_text
+
+    ours = {"ours (a − b, 95 % CI)": "+2.0 [+1.0, +3.0]"}
+    rows = [{"claim": "A beats B", "verdict": "reproduces", "budget": "", **ours},
+            {"claim": "C beats D", "verdict": "inconclusive", "budget": "budget-limited", **ours},
+            {"claim": "E beats F", "verdict": "reproduces", "budget": "", **ours}]  # fmt: skip
+    text = claim_bullets(rows).data
+    assert text.count("\n") == 2 and text.startswith("* A beats B: **reproduces") and "+2.0 [+1.0, +3.0]**." in text
+    counts = counts_text(rows, 12).data
+    assert counts.startswith("3 claims: 2 reproduces, 1 inconclusive; 1 of them") and counts.endswith("shows 12 runs.")
+
+
+def test_table2_seeds_plan_every_claim_and_cap_the_seeds_run():
+    from pflkit.chapters.fedmn import table2_seeds
+
+    swap = {"swap": [[0.80, 0.70]] * 4}  # own decision 10 points better: the mechanism acts
+    t = _sweep({"FedMN": [0.80, 0.82, 0.81], "B": [0.70, 0.73, 0.70], "C": [0.60, 0.64, 0.61]}, probe=swap)
+    claims = {"FedMN − strongest baseline": ("FedMN", "B"), "B − C": ("B", "C")}
+    arms = dict.fromkeys(["FedMN", "B", "C"])
+    plan, seeds = table2_seeds(t, claims, "swap", arms, [0, 1, 2], 10, resolution=1.0, run=2)
+    assert list(plan.index) == ["FedMN − strongest baseline", "B − C", "swap"]
+    assert set(seeds) == set(arms) and all(len(s) <= 2 and set(s) <= {0, 1, 2} for s in seeds.values())
+
+
+def test_table2_table_shown_and_notes():
+    from pflkit.chapters.fedmn import ACC, table2_notes, table2_shown, table2_table
+
+    active = {"active": [[1, 0], [1, 1]], "swap": [[0.8, 0.8]] * 2}
+    accs = {
+        "FedMN": [0.8, 0.82, 0.81],
+        "FedMN, no routing": [0.8, 0.8, 0.8],
+        "FedEM": [0.75, 0.76, 0.75],
+        "CFL": [0.7, 0.71, 0.7],
+        "FedAvg": [0.7, 0.71, 0.7],
+    }
+    t = _sweep(accs, probe=active)
+    pub = pd.DataFrame({"CIFAR10": [80.0, 70.0], "EMNIST": [82.0, 71.0]}, index=["FedMN", "ClusteredFL"])
+    table = table2_table(t, pub, {"CFL": "ClusteredFL"})
+    assert list(table.index) == list(accs) and table.loc["CFL", "paper CIFAR10"] == 70.0
+    assert table.loc["FedMN", ACC].startswith("81.0") and table.loc["FedMN", "seeds"] == 3
+    shown = table2_shown(table, pub, {"FedMN": "lr 0.1 diverged"})
+    assert "learning rate 0.1 diverged" in shown[0].data and list(shown[1].columns)[-2:] == [
+        "paper CIFAR10",
+        "paper EMNIST",
+    ]
+    assert len(table2_shown(table, pub, {})) == 2  # no fallback: no line
+    plan = pd.DataFrame({"seeds needed": [3]}, index=["FedMN − FedAvg"])
+    up, share, notes = table2_notes(t, plan, table, {"FedMN": 1000, "router": 100, "model": 500}, seeds=[0, 1, 2],
+                                    mn_seeds=[0, 1, 2], run=5, rounds=10, pretrain_end=2, components=3, clients=2,
+                                    cfl_eps={"eps1": 0.4, "eps2": 1.6}, flat="FedMN, no routing")  # fmt: skip
+    assert up["FedMN"] == 2.0 and share == 0.75 and len(notes) == 5
+    assert "CFL never split a cluster here" in notes[2].data  # CFL's runs equal FedAvg's
+
+
+def test_fig2_names_arms_diffs_plan_and_means():
+    from pflkit.chapters.fedmn import f2_run_diffs, fig2_arms, fig2_means, fig2_names, fig2_plan
+
+    archs = {8: ["1,4,3", "1,3,4"], 9: ["1,4,4"]}
+    fedavg, fedmn, mn_of, flat, routing, claim_arms = fig2_names(archs)
+    assert fedavg[8] == "FedAvg, 8-layer MLP" and fedmn[9] == "FedMN, 9 blocks"
+    assert mn_of[8] == ["FedMN [1×4×3]", "FedMN [1×3×4]"] and flat[9] == "FedMN [1×4×4], no routing"
+    assert claim_arms["8 blocks"] == ["FedMN [1×4×3]", "FedMN [1×3×4]", "FedAvg, 8-layer MLP"]
+    assert claim_arms[routing] == ["FedMN [1×4×3]", flat[8], "FedMN [1×4×4]", flat[9]]
+    lrs = {fedavg[8]: 0.1, fedavg[9]: 0.05, fedmn[8]: 0.02, fedmn[9]: 0.01}
+    arms = fig2_arms(lambda b, **f: ("avg", b, f["lr"]), lambda a, o=(), **f: ("mn", a, dict(o), f["lr"]), archs, lrs)
+    assert list(arms) == [fedavg[8], fedavg[9], *mn_of[8], *mn_of[9], flat[8], flat[9]]
+    assert arms[mn_of[8][1]] == ("mn", "1,3,4", {}, 0.02) and arms[flat[9]] == ("mn", "1,4,4", {"force_paths": 1}, 0.01)
+    accs = {
+        fedavg[8]: [0.7, 0.7, 0.7],
+        mn_of[8][0]: [0.8, 0.81, 0.8],
+        mn_of[8][1]: [0.8, 0.8, 0.82],
+        flat[8]: [0.79, 0.8, 0.8],
+    }
+    d = f2_run_diffs(_sweep(accs), {8: mn_of[8]}, {8: fedavg[8]}, {8: flat[8]}, routing)
+    assert set(d) == {"8 blocks", routing} and d["8 blocks"].iloc[0] == pytest.approx(10.0)
+    assert list(fig2_plan(d, routing, 1.0).index) == ["8 blocks", routing]
+    fin = pd.DataFrame({"arm": ["a", "a", "b"], "method": ["FedMN"] * 3, "blocks": [8, 8, 9], "seed": [0, 1, 0],
+                        "parameters transmitted (M)": [1.0, 3.0, 5.0], "mean_acc": [70.0, 80.0, 60.0]})  # fmt: skip
+    pts = fig2_means(fin)
+    assert (
+        list(pts.arm) == ["a", "b"]
+        and pts.loc[0, "mean_acc"] == 75.0
+        and pts.loc[0, "parameters transmitted (M)"] == 2.0
+    )
+
+
+def test_oracle_shown_reads_the_switch_and_the_oracles_claims():
+    from pflkit.chapters.fedmn import oracle_shown
+
+    first = pd.DataFrame({"round": [12, 12], "gap": [0.6, 0.5], "label_share": [0.2, 0.2], "g_sd": [2.0, 1.0]},
+                         index=pd.MultiIndex.from_tuples([("A", 0), ("B", 0)], names=["arm", "seed"]))  # fmt: skip
+    last = first.assign(round=60, gap=[0.06, 0.3], g_sd=[0.2, 0.5])
+    v = SimpleNamespace(mean=0.3, lo=-0.2, hi=0.8, n=3, unit="points")
+    row = {"claim": "c", "verdict": "reproduces", "_v": v, "ours (a − b, 95 % CI)": "+0.3 [-0.2, +0.8]", "flags": ""}
+    oracle = pd.DataFrame({"router's decision": [80.0], "best common": [81.0]}, index=pd.Index([0], name="seed"))
+    shown = oracle_shown(pd.DataFrame(), oracle, first, last, 60, "A", "B", (row, row, row), 1.0)
+    assert shown[0].data == "From the switch (round 12) to the last round (60), per seed:"
+    assert "a personal one is worth little over the best shared one" in shown[-1].data  # gain 0.3 < 1 point
+    assert len(shown) == 5 and "mean" in shown[3].to_string()  # the oracle with its mean row
+
+
+def _texts(fig) -> set[str]:
+    from matplotlib.text import Text
+
+    return {t.get_text() for t in fig.findobj(Text) if t.get_text().strip()}
+
+
+def test_draw_functions_return_figures_with_their_panels_and_labels():
+    from pflkit.chapters import fedmn as ch
+    from pflkit.plots import MIN_TEXT_PX, shown_text_px
+
+    history = pd.DataFrame({"arm": ["FedMN", "FedMN", "FedEM", "FedEM", "Local", "Local", "flat", "flat"],
+                            "round": [1, 2] * 4, "mean_acc": [50.0, 60.0, 45.0, 55.0, 30.0, 35.0, 48.0, 58.0]})  # fmt: skip
+    fig = ch.draw_table2_curves(history, ["Local", "FedEM", "flat", "FedMN"], "flat", 1)
+    assert len(fig.axes) == 1 and fig.axes[0].get_ylabel() == "mean client test accuracy (%)"
+    assert {"FedMN", "FedEM", "flat", "the 1 other baselines"} <= _texts(fig)
+    pts = pd.DataFrame({"parameters transmitted (M)": [1.0, 2.0, 1.5], "mean_acc": [70.0, 60.0, 69.0],
+                        "method": ["FedMN", "FedAvg", "FedMN, no routing"], "blocks": [8, 8, 8]})  # fmt: skip
+    fig2 = ch.draw_figure2(pts, 20)
+    assert fig2.axes[0].get_ylabel() == "mean client test accuracy, round 20 (%)" and "FedAvg" in _texts(fig2)
+    mix = np.array([[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.1, 0.1, 0.8], [0.6, 0.4, 0.0]])
+    split = ch.draw_split(mix, mix.argmax(1), 0)
+    assert split.axes[0].get_title() == "seed 0: label clusters per client" and "cluster 2" in _texts(split)
+    paths = [[0.9, 0.1], [0.2, 0.8], [0.5, 0.5], [0.8, 0.2]]
+    dec = ch.draw_decisions(paths, np.array([0, 1, 1, 0]), 60, 0)
+    assert len(dec.axes) == 2 and dec.axes[0].get_xlabel() == "path (E = 2)"  # the heatmap and its colour bar
+    assert [t.get_text() for t in dec.axes[0].get_yticklabels()] == ["c0 (cluster 0)", "c3 (cluster 0)", "c1 (cluster 1)",
+                                                                     "c2 (cluster 1)"]  # fmt: skip
+    probe = {"gap": 0.5, "label_share": 0.2, "g_sd": 1.0}
+    trace = ch.draw_router_trace(_Result({("A", 0): {2: probe, 4: probe}, ("B", 0): {2: probe, 4: probe}}, rounds=4))
+    assert [ax.get_title() for ax in trace.axes] == ["cluster gap", "labels' share", "spread of G"]
+    assert trace.axes[2].get_yscale() == "log" and "tuned router step" in _texts(trace)
+    for f in (fig, fig2, split, dec, trace):  # legible at the book's column
+        assert shown_text_px(f) >= MIN_TEXT_PX

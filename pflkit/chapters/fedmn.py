@@ -4,8 +4,11 @@ the clients' groups."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
@@ -818,3 +821,308 @@ def setup_rows(v: dict) -> list[tuple[str, str, str]]:
          "too", "a learning-rate grid"),
         ("Seeds", f"{seeds_text(v['SEEDS'])} to start, more where a claim's plan asks", ""),
     ]  # fmt: skip
+
+
+# ------------------------------------------------------ the notebook's plumbing: configs, plans, shown output
+
+STRONG, MUTED = "C3", "0.62"  # FedMN in one strong colour, the rest muted
+ACC = "mean client accuracy (%)"  # our tables' accuracy column
+VAL = {"val_mean_acc": "validation accuracy (%)"}  # a pilot table's column
+# the four departures of the authors' code (FedMN's options), each one arm, and all four together
+CODE_OPTIONS = {"router frozen": {"router_grad": 0}, "softmax decisions": {"decisions": "softmax"},
+                "no annealing": {"anneal": 0}, "shared modules": {"shared_modules": 1}}  # fmt: skip
+CODE_OPTIONS["all four together"] = {k: v for o in list(CODE_OPTIONS.values()) for k, v in o.items()}
+# the parameters the prose shows ({glue:text} roles)
+GLUED = (
+    "LABEL_CLUSTERS CLIENTS SEEDS ROUNDS PRETRAIN_FRACTION TAU_START TAU_END ALPHA TRAIN_IMAGES HIDDEN BATCH MOMENTUM "
+    "PILOT_ROUNDS PILOT_SEEDS LR_GRID LR_EXTEND FIG2_ROUNDS CODE_ROUNDS CONCEPT_CLIENTS CONCEPT_GROUPS COMPONENTS "
+    "CONCEPT_ROUNDS TEST_IMAGES FEDPROX_MU FT_EPOCHS DROPOUT TABLE2_RUN FIG2_RUN CODE_RUN CONCEPT_RUN ROUTER_LR_GRID ROUTER_LR"
+).split()
+
+
+def config_factory(options: dict, *, rounds: int, evals: int, **split):
+    """``config(method, rounds=..., **fields)``: a run on FedEM's label-cluster split of Fashion-MNIST,
+    every client in every round, one local epoch, ``evals`` evaluations, the method's entry of
+    ``options`` (read when called: a later change shows), the ``split`` fields (clients, images, batch,
+    learning rate, ...), then ``fields``.  CFL never splits in the first fifth of the run's rounds."""
+    from ..engine import RunConfig
+
+    def config(method: str, *, rounds: int = rounds, **fields):
+        opts = options.get(method, {}) | ({"warmup": max(1, rounds // 5)} if method == "cfl" else {})
+        base = RunConfig(method=method, dataset="fashion-mnist", partition="label-clusters", rounds=rounds,
+                         local_epochs=1, eval_every=max(1, rounds // evals), options=opts, **split)  # fmt: skip
+        return dataclasses.replace(base, **fields)
+
+    return config
+
+
+def federations(config):
+    """``fed_of(seed)``: the label-cluster federation of a seed (every method shares it on that seed),
+    built once per seed from ``config("fedavg", seed=seed)``."""
+    return functools.cache(lambda seed: Federation.from_config(config("fedavg", seed=seed)))
+
+
+def claim_bullets(rows: list[dict]):
+    """The claims as a Markdown list: each claim and its verdict in words."""
+    from IPython.display import Markdown
+
+    from ..verdicts import in_words
+
+    return Markdown("\n".join(f"* {r['claim']}: **{in_words(r)}**." for r in rows))
+
+
+def table2_seeds(result, claims: dict, swap: str, arms: dict, seeds, rounds: int, *, resolution: float, run: int):
+    """Table II's seed plan from its pilot seeds (``result``): the paired differences of ``claims``
+    (name → (a, b)) pooled, the swap test (named ``swap``) on its own; and the seeds each arm runs, at
+    most ``run``.  Where the pilot already finds the swap test inert, the headline's arms add none."""
+    from ..verdicts import SEED_CAP, arm_seeds, seed_plan, verdict
+
+    swaps = list(swap_gain(result, "FedMN", rounds))
+    plan = pd.concat([
+        seed_plan({k: list(result.paired(a, b)) for k, (a, b) in claims.items()}, cap=SEED_CAP, resolution=resolution),
+        seed_plan({swap: swaps}, cap=SEED_CAP, pool=False, resolution=resolution),
+    ])  # fmt: skip
+    inert = verdict(swaps, resolution=resolution).word in ("no difference", "contradicted")
+    to_run = {k: v for k, v in claims.items() if not (inert and k == "FedMN − strongest baseline")}
+    planned = arm_seeds(plan, {**to_run, swap: ("FedMN",)}, seeds, arms=arms, cap=SEED_CAP)
+    return plan, {a: s[:run] for a, s in planned.items()}
+
+
+def table2_table(result, pub: pd.DataFrame, paper_row: dict) -> pd.DataFrame:
+    """Table II: per arm our mean client accuracy, seeds, whether still improving, the pooled accuracy at
+    the best validation round, and the paper's numbers (:func:`with_paper`)."""
+    from ..verdicts import fmt_interval, paper_vs_ours
+
+    table = paper_vs_ours(result, {}, label="paper")[["ours mean_acc", "seeds", "still improving"]]
+    table = table.rename(columns={"ours mean_acc": ACC})
+    pooled = [fmt_interval(result.values(a, "pooled_acc@best_val")) for a in table.index]
+    table["pooled accuracy at the best validation round (%)"] = pooled
+    return with_paper(table, pub, paper_row)
+
+
+def table2_shown(table: pd.DataFrame, pub: pd.DataFrame, fallbacks: dict) -> list:
+    """What Table II's section shows: a line per method whose rate diverged on some seed, then the table
+    beside the paper's CIFAR-10 and EMNIST, and folded, beside all four of the paper's datasets."""
+    from IPython.display import Markdown
+
+    from ..pages import folded
+
+    notes = "\n".join(f"* {a}: {note}".replace("lr ", "learning rate ") for a, note in fallbacks.items())
+    return [Markdown(notes)] * bool(fallbacks) + [
+        table[[ACC, "seeds", "still improving", "paper CIFAR10", "paper EMNIST"]],
+        folded(
+            table[[ACC, *[f"paper {d}" for d in pub.columns]]], "Ours beside the paper's Table II on its four datasets"
+        ),
+    ]
+
+
+def table2_notes(result, plan: pd.DataFrame, table: pd.DataFrame, sizes: dict, *, seeds, mn_seeds, run: int,
+                 rounds: int, pretrain_end: int, components: int, clients: int, cfl_eps: dict, flat: str):  # fmt: skip
+    """Table II in the notes: the bytes up per method (MB), FedMN's share of blocks in use at the last
+    round (mean over ``mn_seeds``), and what the notes show (seed plan, pooled accuracy, best rounds,
+    sizes, whether CFL split, bytes)."""
+    from IPython.display import Markdown
+
+    from ..pages import folded
+
+    best_round = result.finals().set_index(["arm", "seed"]).best_val_round
+    cfl_same = all(
+        result.values("CFL", m).equals(result.values("FedAvg", m)) for m in ("mean_acc", "val_mean_acc", "MB_up")
+    )
+    mean, common = common_seed_means({a: result.values(a) for a in result.arms})  # the seeds every arm ran
+    more = [a for a in result.arms if len(result.values(a).dropna()) > len(common)]
+    comm = result.finals().groupby("arm")[["MB_up", "MB_down"]].mean().round(2)
+    comm.columns = ["MB up (client → server)", "MB down"]
+    up = comm["MB up (client → server)"]
+    share = np.mean([np.mean(result.probes("FedMN", s).get(rounds)["active"]) for s in mn_seeds])
+    text = (best_round_text({s: best_round["FedMN", s] for s in mn_seeds}, pretrain_end) + "\n\n"
+            + sizes_text(mean, common, more, len(result.values(more[0])) if more else 0, sizes["FedMN"], components,
+                         sizes["model"])
+            + (f"\n\nCFL never split a cluster here: its accuracies and bytes equal FedAvg's on every seed, so its row is "
+               f"FedAvg's (split thresholds ε₁ = {cfl_eps['eps1']:g}, ε₂ = {cfl_eps['eps2']:g})." if cfl_same else ""))  # fmt: skip
+    shown = [
+        folded(
+            plan.round(2),
+            f"The seed plan of Table II's claims ({seeds_text(seeds)} its pilot; at most {run} seeds run)",
+        ),
+        folded(
+            table[[ACC, "seeds", "pooled accuracy at the best validation round (%)"]],
+            "Table II with the pooled accuracy",
+        ),
+        Markdown(text),
+        comm.reset_index(names="method"),
+        Markdown(bytes_text(up, share, sizes["router"], rounds - pretrain_end, clients, flat)),
+    ]
+    return up, share, shown
+
+
+def fig2_names(archs: dict) -> tuple:
+    """Figure 2's arm names from its arrangements (block count → arrangements): the FedAvg MLP and
+    FedMN's pilot arm per block count, FedMN's arms per block count, the no-routing control per block
+    count (its first arrangement, every path on), the routing claim's name, and each claim's arms."""
+    fedavg = {b: f"FedAvg, {b}-layer MLP" for b in archs}
+    fedmn = {b: f"FedMN, {b} blocks" for b in archs}
+    mn_of = {b: [f"FedMN [{a.replace(',', '×')}]" for a in arrangements] for b, arrangements in archs.items()}
+    flat = {b: f"{mn_of[b][0]}, no routing" for b in archs}
+    routing = "routing − every path on"
+    claim_arms = {f"{b} blocks": [*mn_of[b], fedavg[b]] for b in archs}
+    claim_arms[routing] = [x for b in archs for x in (mn_of[b][0], flat[b])]
+    return fedavg, fedmn, mn_of, flat, routing, claim_arms
+
+
+def fig2_arms(fedavg_mlp, fedmn_mlp, archs: dict, lrs: dict) -> dict:
+    """Figure 2's arms: per block count the FedAvg MLP, FedMN in every arrangement and its first
+    arrangement without routing, each at its pilot's rate (``lrs``: pilot arm → learning rate);
+    ``fedavg_mlp(blocks, **fields)`` and ``fedmn_mlp(arrangement, options, **fields)`` make the configs."""
+    fedavg, fedmn, *_ = fig2_names(archs)
+    arms = {name: fedavg_mlp(b, lr=lrs[name]) for b, name in fedavg.items()}
+    arms |= {f"FedMN [{a.replace(',', '×')}]": fedmn_mlp(a, lr=lrs[fedmn[b]]) for b, arrangements in archs.items()
+             for a in arrangements}  # fmt: skip
+    arms |= {f"FedMN [{a[0].replace(',', '×')}], no routing": fedmn_mlp(a[0], {"force_paths": 1}, lr=lrs[fedmn[b]])
+             for b, a in archs.items()}  # fmt: skip
+    return arms
+
+
+def f2_run_diffs(result, mn_of: dict, fedavg: dict, flat: dict, routing: str) -> dict:
+    """:func:`f2_diffs` on the arms of ``result`` that ran on some seed."""
+    ran = {a: result.values(a) for a in result.arms if any((a, s) in result.records for s in result.seeds)}
+    return f2_diffs(ran, mn_of, fedavg, flat, routing)
+
+
+def fig2_plan(diffs: dict, routing: str, resolution: float) -> pd.DataFrame:
+    """Figure 2's seed plan: FedMN against the MLPs as like claims, one pooled spread; routing (the
+    claim ``routing``) on its own scale."""
+    from ..verdicts import SEED_CAP, seed_plan
+
+    return pd.concat([
+        seed_plan({k: list(v) for k, v in diffs.items() if k != routing}, cap=SEED_CAP, resolution=resolution),
+        seed_plan({routing: list(diffs[routing])}, cap=SEED_CAP, pool=False, resolution=resolution),
+    ])  # fmt: skip
+
+
+def fig2_means(fin: pd.DataFrame) -> pd.DataFrame:
+    """Figure 2's points: each arm's mean parameters transmitted and accuracy over its seeds."""
+    cols = ["parameters transmitted (M)", "mean_acc"]
+    return fin.groupby(["arm", "method", "blocks"])[cols].mean().reset_index()
+
+
+def counts_text(rows: list[dict], shown: int):
+    """The line under the claims table: how many claims, per verdict word, how many budget-limited,
+    and how many runs the page shows."""
+    from IPython.display import Markdown
+
+    words = pd.Series([r["verdict"] for r in rows]).value_counts()
+    limited = sum(r["budget"] == "budget-limited" for r in rows)
+    return Markdown(f"{len(rows)} claims: " + ", ".join(f"{n} {w}" for w, n in words.items())
+                    + f"; {limited} of them rest on runs still improving at the end of their rounds. "
+                    f"This page shows {shown} runs.")  # fmt: skip
+
+
+def oracle_shown(changes: pd.DataFrame, oracle: pd.DataFrame, first, last, rounds: int, tuned: str, rate: str,
+                 rows: tuple, resolution: float) -> list:  # fmt: skip
+    """What the router section shows: the router's changes per seed from the switch to the last round,
+    the oracle's table, and the text (``rows``: the oracle's swap, its gain and the swap test at the
+    network's step size)."""
+    from IPython.display import Markdown
+
+    from ..verdicts import say
+
+    swap, gain, rate_row = rows
+    text = (router_text(first, last, tuned, rate) + " On the trained network a client's own cluster's fitted decision "
+            f"against its partner cluster's reads {say(swap)}, and against the best common decision {say(gain)}"
+            + (": decisions matter on this network, but a personal one is worth little over the best shared one"
+               if swap["verdict"] == "reproduces" and gain["_v"].mean < resolution else "")
+            + f". At the network's step size the swap test reads {say(rate_row)}.")  # fmt: skip
+    return [Markdown(f"From the switch (round {int(first['round'].min())}) to the last round ({rounds}), per seed:"),
+            changes, Markdown("The oracle: mean client test accuracy (%) per seed with each decision."),
+            with_mean(oracle), Markdown(text)]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------- the figures
+
+
+def _done(fig):
+    """A figure drawn for the notebook to glue: closed, so that only the glue shows it."""
+    plt.close(fig)
+    return fig
+
+
+def draw_table2_curves(history: pd.DataFrame, arms: list, flat: str, pretrain_end: int):
+    """Table II's runs (``arms``) over rounds (``history``: arm, round, mean_acc; mean over seeds): FedMN strong,
+    FedEM and the no-routing control (``flat``) dark, the other baselines muted; a dotted line where
+    the encoders' pretraining ends."""
+    fig, ax = plt.subplots(figsize=(6.9, 3.9))
+    others = [a for a in arms if a not in ("FedMN", "FedEM", flat)]
+    styles = {
+        "FedMN": dict(color=STRONG, lw=2.4),
+        "FedEM": dict(color="0.25", lw=1.4),
+        flat: dict(color="0.25", lw=1.4, ls="--"),
+    }
+    for a in others + ["FedEM", flat, "FedMN"]:  # the strongest colour last, on top
+        curve = history[history.arm == a].groupby("round").mean_acc.mean()
+        ax.plot(curve.index, curve.values, **styles.get(a, dict(color=MUTED, lw=1)), label=a if a in styles else None)
+    ax.plot([], [], color=MUTED, lw=1, label=f"the {len(others)} other baselines")
+    ax.axvline(pretrain_end, color="0.5", ls=":", lw=1)
+    ax.set(xlabel="round", ylabel="mean client test accuracy (%)")
+    ax.legend(fontsize=10, loc="lower right")
+    return _done(fig)
+
+
+def draw_figure2(points: pd.DataFrame, rounds: int):
+    """Figure 2: each arm's accuracy against the parameters it sent (``points``: :func:`fig2_means`),
+    coloured by method, the marker by block count."""
+    import seaborn as sns
+
+    fig, ax = plt.subplots(figsize=(6.9, 4.0))
+    sns.scatterplot(data=points, x="parameters transmitted (M)", y="mean_acc", hue="method", style="blocks", s=90, ax=ax,
+                    palette={"FedMN": STRONG, "FedMN, no routing": "0.3", "FedAvg": "C0"})  # fmt: skip
+    ax.set(ylabel=f"mean client test accuracy, round {rounds} (%)")
+    ax.legend(fontsize=10, ncol=2, loc="lower left")
+    return _done(fig)
+
+
+def draw_split(mix: np.ndarray, dominant: np.ndarray, seed: int):
+    """The split: each client's share of images in every label cluster (``mix``: clients × clusters),
+    the clients ordered by their dominant cluster, then by that share."""
+    fig, ax = plt.subplots(figsize=(6.9, 2.4))
+    order = np.lexsort((-mix.max(1), dominant))
+    pd.DataFrame(mix[order], columns=[f"cluster {k}" for k in range(mix.shape[1])]).plot.bar(
+        stacked=True, ax=ax, width=0.9
+    )
+    ax.set(xlabel="client (ordered by dominant cluster)", ylabel="share of its images", xticks=[],
+           title=f"seed {seed}: label clusters per client")  # fmt: skip
+    ax.legend(fontsize=10, loc="upper right")
+    return _done(fig)
+
+
+def draw_decisions(paths, dominant: np.ndarray, rounds: int, seed: int):
+    """FedMN's decisions: each client's path weights (rows: clients ordered by their dominant label
+    cluster; columns: the paths)."""
+    import seaborn as sns
+
+    order = np.argsort(dominant, kind="stable")
+    fig, ax = plt.subplots(figsize=(6.9, 0.2 * len(paths) + 1.4))
+    sns.heatmap(np.array(paths)[order], cmap="viridis", vmin=0, vmax=1, ax=ax,
+                yticklabels=[f"c{i} (cluster {dominant[i]})" for i in order], cbar_kws={"label": "path weight"})  # fmt: skip
+    ax.set(xlabel=f"path (E = {len(paths[0])})", title=f"FedMN's decisions after round {rounds} (seed {seed})")
+    return _done(fig)
+
+
+def draw_router_trace(result):
+    """What the router reads over rounds, per arm of ``result`` (FedMN's tuned router step strong, the
+    network's step size muted): the cluster gap, the labels' share, the spread of G (log scale)."""
+    import seaborn as sns
+
+    trace = pd.concat([router_trace(result, a).assign(arm=a) for a in result.arms], ignore_index=True)
+    fig, axes = plt.subplots(1, 3, figsize=(6.9, 2.9))
+    for ax, (col, name) in zip(
+        axes, {"gap": "cluster gap", "label_share": "labels' share", "g_sd": "spread of G"}.items()
+    ):
+        sns.lineplot(
+            data=trace, x="round", y=col, hue="arm", hue_order=result.arms, ax=ax, legend=False, palette=[STRONG, MUTED]
+        )
+        ax.set(title=name, ylabel="", yscale="log" if col == "g_sd" else "linear")
+    fig.legend([plt.Line2D([], [], color=c) for c in (STRONG, MUTED)], ["tuned router step", "the network's step size"],
+               loc="lower center", ncol=2, frameon=False)  # fmt: skip
+    fig.subplots_adjust(wspace=0.5, bottom=0.32, top=0.88)
+    return _done(fig)
