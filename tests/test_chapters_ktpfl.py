@@ -594,3 +594,139 @@ def test_table1_arms_fallback_notes_and_table1_frame():
     assert list(t.index) == [("A", "KT-pFL"), ("A", "FedMD")] and t.index.names == ["split", "method"]
     assert list(t["paper"]) == ["75.48", "68.00"] and t.loc[("A", "KT-pFL"), "ours"] == "81.0 (80.0, 82.0)"
     assert "ours, pooled (best-val round)" in t.columns
+
+
+# --- the notebook's plumbing: the pilots' and sweeps' arms, sentences, glued values ------------------------
+
+
+def _protocol(tuned=None):
+    from pflkit.chapters.ktpfl import Protocol
+
+    return Protocol(fields=dict(clients=4), splits={"Non-IID_1": {}, "Non-IID_2": {}}, archs="lenet,mlp",
+                    homog_model="lenet", rounds=6, evals=3, pilot_rounds=2, kt={"T": 10.0}, lam={}, lam_default=1.0,
+                    kt_params={"rho": 0.5}, feddf={"server_steps": 20}, tuned={} if tuned is None else tuned)  # fmt: skip
+
+
+def test_pilot_arms_cover_each_method_once_at_the_pilots_budget():
+    from pflkit.chapters.ktpfl import LOCAL, baseline_pilot_arms, chosen, feddf_pilot_arms, homog_label, lr_pilot_arms
+    from pflkit.methods import display_name
+
+    p = _protocol()
+    arms = lr_pilot_arms(p, ["fedmd", "feddf", "ktpfl"], ["fedavg", "pfedhn", "ktpfl-params"])
+    fedavg, kp = homog_label("fedavg"), homog_label("ktpfl-params")
+    assert list(arms) == [display_name("feddf"), LOCAL, fedavg, kp]  # soft methods and pFedHN piloted elsewhere
+    assert fedavg == f"{display_name('fedavg')} (homogeneous)"
+    assert all(c.rounds == 2 and c.eval_every == 2 for c in arms.values())
+    assert arms[LOCAL].options["lam"] == 0.0 and arms[fedavg].model == "lenet" and arms[kp].options == {"rho": 0.5}
+    grids = {"fedamp": {"sigma": [0.1, 1.0]}, "feddf": {"server_steps": [5, 10]}}
+    hyper = baseline_pilot_arms(p, grids, {"feddf": 0.04}, {"fedamp": 0.02}, ["feddf"])
+    label, g = hyper["fedamp"]
+    assert label == f"{display_name('fedamp')} (sigma)" and len(g) == 2
+    assert sorted(c.options["sigma"] for c in g.values()) == [0.1, 1.0]
+    assert {c.lr for c in g.values()} == {0.02} and {c.model for c in g.values()} == {"lenet"}  # Table 2's model
+    assert {c.lr for c in hyper["feddf"][1].values()} == {0.04}  # a Table 1 method: its models, its rate
+    dd = feddf_pilot_arms(p, {"feddf": 0.04, "pfeddf": 0.08}, patience=3)
+    assert [c.options["server_patience"] for c in dd.values()] == [3, 3] and [c.lr for c in dd.values()] == [0.04, 0.08]
+
+    class Pilot:  # what chosen() reads of a pilot's result
+        def config(self, label):
+            return type("C", (), {"options": {"c_lr": 1.0, "rho": 0.1, "lam": 3.0}})()
+
+    assert chosen(Pilot(), "any", ("c_lr", "rho")) == {"c_lr": 1.0, "rho": 0.1}
+
+
+def test_probes_pairs_and_factor_arms():
+    from pflkit.chapters.ktpfl import LOCAL, channel_probes, factor_arms, table1_pairs
+
+    probes = channel_probes(["KT-pFL", "FedDF", LOCAL])
+    assert probes == {"KT-pFL": kt_probe, "FedDF": c_probe, LOCAL: kt_probe}
+    assert table1_pairs("FedDF")["KT-pFL − strongest other"] == ("KT-pFL", "FedDF")
+    assert table1_pairs("FedDF")["KT-pFL − Local"] == ("KT-pFL", LOCAL)
+    base = tiny_config(method="ktpfl", local_epochs=3, options={"rho": 0.5, "public_batch": 100})
+    arms, own, foreign = factor_arms(base, e=[1, 3], r=[2], rho=[0.1], public=[10], foreign="digits")
+    assert list(arms) == ["E=1", "E=3", "R=2", "ρ=0.1", "|D_r|=10", own, foreign]
+    assert arms["E=1"].local_epochs == 1 and arms["R=2"].options == {
+        "rho": 0.5,
+        "public_batch": 100,
+        "distill_epochs": 2,
+    }
+    assert arms["ρ=0.1"].options["rho"] == 0.1 and arms["|D_r|=10"].options["public_batch"] == 10
+    assert arms[own] is base and arms[foreign].public_source == "digits" and foreign == "public: digits"
+    assert base.options == {"rho": 0.5, "public_batch": 100}  # the base is left as it was
+
+
+def test_images_per_client_and_foreign_images():
+    from pflkit.chapters.ktpfl import foreign_images, images_per_client
+    from pflkit.engine import RunConfig
+
+    keep = 1 - RunConfig().val_fraction
+    assert images_per_client(9000, 3000, 20, 60000) == pytest.approx(300 * keep)
+    assert images_per_client(None, 3000, 20, 60000) == pytest.approx(2850 * keep)  # None: every training image
+    assert foreign_images("digits", 100) == 100 and foreign_images("digits", 10**6) == 1797  # all of digits
+
+
+def test_factor_table_reads_c_beside_the_papers_values():
+    import pandas as pd
+
+    from pflkit.chapters.ktpfl import factor_table
+
+    res = sweep_result(
+        {
+            "E=1": [record(0.8, method="ktpfl", c=MOVED)] * 2,
+            "E=3": [record(0.7, method="ktpfl", c=[[0.5, 0.5], [0.5, 0.5]])] * 2,
+        }
+    )
+    t = factor_table(res, {"E=1": 80.5}, seeds=[0, 1])
+    assert list(t.columns)[-1] == "max |c − 1/N| (mean over seeds)"
+    assert t.loc["E=1", "paper Fashion_MNIST"] == 80.5 and t.loc["E=1"].iloc[-1] == pytest.approx(0.3)
+    assert t.loc["E=3"].iloc[-1] == 0 and pd.isna(t.loc["E=3", "paper Fashion_MNIST"])
+
+
+def test_figure5_claims_summary_and_cost_sentence():
+    import pandas as pd
+
+    from pflkit.chapters.ktpfl import claims_summary, cost_sentence, figure5_claims
+
+    d = {"batch sent": pd.Series([0.9, 1.0, 1.1]), "as run": pd.Series([2.0, 2.1, 2.2])}
+    rows = figure5_claims(d, "LeNet")
+    assert [r["claim"].split(":")[0] for r in rows] == ["Figure 5", "Figure 5 (ours)"]
+    assert all("(LeNet; " in r["claim"] and r["verdict"] == "reproduces" for r in rows)
+    claims = [{"verdict": "reproduced", "budget": ""}, {"verdict": "reproduced", "budget": "budget-limited"},
+              {"verdict": "not reproduced", "budget": ""}]  # fmt: skip
+    text = claims_summary(claims, 12, 1.234)
+    assert text.startswith("3 claims: 2 reproduced, 1 not reproduced; 1 of them rest on runs still improving")
+    assert "The 12 runs behind this page took 1.23 CPU-hours" in text
+    cost = pd.DataFrame({"parameters": [10, 250], "multiply-adds per image": [100, 3000]}, index=["lenet", "cnn"])
+    assert cost_sentence(cost, "lenet", "cnn") == (
+        "The paper's CNN (`cnn`, run at `paper`) has 25× the parameters of Table 2's `lenet` and 30× its multiply-adds."
+    )
+
+
+def test_prose_values_and_setup_card_read_the_notebooks_parameters():
+    from pflkit.chapters.ktpfl import PROSE_NAMES, SETUP_NAMES, prose_values, setup_markdown
+    from pflkit.engine import RunConfig
+
+    ns = dict.fromkeys(PROSE_NAMES, 3) | {"BASELINE_GRIDS": {"fedamp": {"sigma": [0.1, 1.0]}, "pfedme": {"lam": [5.0]}}}
+    ns |= {"TRAIN_IMAGES": 9000, "TEST_IMAGES": None, "ARCHS": "lenet,mlp", "SEEDS": [0, 1, 2], "unused": 1}
+    v = prose_values(ns)
+    assert list(v) == PROSE_NAMES and "unused" not in v
+    assert v["VAL_SHARE"] == f"{RunConfig().val_fraction:.0%}" and v["TRAIN_IMAGES"] == 9000
+    assert (
+        v["BASELINE_GRID_WORDS"].startswith("FedAMP's σ over 0.1") and "; pFedMe's λ over 5" in v["BASELINE_GRID_WORDS"]
+    )
+    card = setup_markdown({k: ns.get(k, 3) for k in SETUP_NAMES})
+    assert "9000 training" in card and "lenet and mlp" in card
+
+
+def test_glue_figure_closes_and_style_page_sets_the_tables_options():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from pflkit.chapters.ktpfl import glue_figure, style_page
+
+    glue_figure("nothing", None)  # a plot with nothing to show glues nothing
+    fig = plt.figure()
+    glue_figure("a_figure", fig)
+    assert not plt.fignum_exists(fig.number)
+    style_page()
+    assert pd.get_option("display.max_colwidth") is None

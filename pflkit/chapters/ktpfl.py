@@ -1084,3 +1084,236 @@ def table1_frame(results: dict, paper: pd.DataFrame) -> pd.DataFrame:
         ]
         rows.append(t.assign(split=split).set_index("split", append=True))
     return accuracy_view(pd.concat(rows).reorder_levels(["split", "arm"]))
+
+
+# --- the notebook's plumbing: pilots' arms, sweeps' arms, sentences, glued values -----------------------------
+
+KT_ARMS = ("KT-pFL", "FedMD", LOCAL)  # the channel's probe runs in these: the mechanism checks' arms
+# the arms that share one rate: the soft-prediction methods (they differ in c alone) and Local, their λ = 0 control
+SOFT_GROUP = ("KT-pFL", "FedMD", "Sim-pFD", "TopK-pFD", TOPK_A, LOCAL)
+FEDDF_METHODS = ("feddf", "pfeddf")  # FedDF and pFedDF: one server rate for both, early stopping on
+
+
+def homog_label(method: str) -> str:
+    """A Table 2 method's arm in the learning-rate pilot (its homogeneous setting)."""
+    from ..methods import display_name
+
+    return f"{display_name(method)} (homogeneous)"
+
+
+def lr_pilot_arms(p: Protocol, table1: list[str], table2: list[str]) -> dict:
+    """The learning-rate pilot's arms: Table 1's methods but the soft-prediction ones (piloted together),
+    Local, and Table 2's methods but pFedHN (the authors' client rate) on the one model, each run
+    ``p.pilot_rounds`` rounds and evaluated at the end."""
+    from ..methods import display_name
+
+    configs = {display_name(m): p.pilot(m) for m in table1 if m not in SOFT}
+    configs[LOCAL] = p.local(rounds=p.pilot_rounds, eval_every=p.pilot_rounds)
+    return configs | {
+        homog_label(m): p.homog(m, rounds=p.pilot_rounds, final_only=True) for m in table2 if m != "pfedhn"
+    }
+
+
+def chosen(result, label: str, keys) -> dict:
+    """The options ``keys`` that a pilot ``result`` chose for its arm ``label``."""
+    return {k: result.config(label).options[k] for k in keys}
+
+
+def baseline_pilot_arms(p: Protocol, grids: dict, lr: dict, lr_homog: dict, table1: list[str]) -> dict:
+    """Each baseline's own hyperparameter grid (``grids``: method -> {option: values}) at its chosen rate: a
+    Table 1 method on its models, the others on Table 2's model; method -> (label, the grid's arms)."""
+    from ..experiments import grid
+    from ..methods import display_name
+
+    out = {}
+    for m, axes in grids.items():
+        label = f"{display_name(m)} ({', '.join(axes)})"
+        cfg = (
+            p.pilot(m, lr=lr[m]) if m in table1 else p.homog(m, rounds=p.pilot_rounds, final_only=True, lr=lr_homog[m])
+        )
+        out[m] = (label, grid(label, cfg, options=axes))  # options: Per-FedAvg's alpha is no Dirichlet α
+    return out
+
+
+def feddf_pilot_arms(p: Protocol, lr: dict, patience: int) -> dict:
+    """FedDF's and pFedDF's server-rate pilot: each at its chosen client rate, early stopping after ``patience``."""
+    from ..methods import display_name
+
+    return {
+        display_name(m): p.pilot(m, lr=lr[m], options={**p.options(m), "server_patience": patience})
+        for m in FEDDF_METHODS
+    }
+
+
+def channel_probes(arms) -> dict:
+    """Each arm's probe: the channel's (:func:`kt_probe`) in :data:`KT_ARMS`, c's (:func:`c_probe`) elsewhere."""
+    return {a: kt_probe if a in KT_ARMS else c_probe for a in arms}
+
+
+def table1_pairs(best: str) -> dict:
+    """Table 1's paired comparisons on a split, name -> (arm, arm); ``best``: the strongest other method."""
+    return {
+        "KT-pFL − strongest other": ("KT-pFL", best),
+        "KT-pFL − FedMD": ("KT-pFL", "FedMD"),
+        "KT-pFL − Sim-pFD": ("KT-pFL", "Sim-pFD"),
+        "KT-pFL − Local": ("KT-pFL", LOCAL),
+    }
+
+
+def seed_fed(p: Protocol, split: str, seed: int):
+    """The federation of KT-pFL's runs on ``split`` with ``seed`` (its clients' data)."""
+    from ..engine import Federation
+
+    return Federation.from_config(dataclasses.replace(p.config("ktpfl", split), seed=seed))
+
+
+def images_per_client(train_images: int | None, public_images: int, n: int, total: int) -> float:
+    """The training images a client holds: the pool (``train_images``, or all ``total`` when None) less the
+    public set, over ``n`` clients, less the validation share."""
+    from ..engine import RunConfig
+
+    return ((train_images or total) - public_images) / n * (1 - RunConfig().val_fraction)
+
+
+def factor_arms(base, *, e, r, rho, public, foreign: str) -> tuple[dict, str, str]:
+    """Tables 3–6's arms, one factor at a time around ``base``: local epochs ``e``, distillation epochs ``r``,
+    ``rho``, the public batch ``public``, then the held-out public set (``base`` itself) and the ``foreign``
+    one; returns the arms, the own set's arm and the foreign one's."""
+
+    def opt(**o):
+        return dataclasses.replace(base, options={**base.options, **o})
+
+    arms = {f"E={x}": dataclasses.replace(base, local_epochs=x) for x in e}
+    arms |= {f"R={x}": opt(distill_epochs=x) for x in r}
+    arms |= {f"ρ={x:g}": opt(rho=x) for x in rho}
+    arms |= {f"|D_r|={x}": opt(public_batch=x) for x in public}
+    own, other = "public: Fashion-MNIST held out", f"public: {foreign}"
+    arms[own] = base  # the defaults (the same run as the default E: read back from the store)
+    arms[other] = dataclasses.replace(base, public_source=foreign)
+    return arms, own, other
+
+
+def factor_table(result, paper_arms: dict, seeds) -> pd.DataFrame:
+    """Tables 3–6 beside the paper's Fashion_MNIST values, with how far c moved (mean over ``seeds``)."""
+    from ..verdicts import paper_vs_ours
+
+    cols = ["paper Fashion_MNIST", "ours mean_acc", "seeds", "still improving"]
+    table = paper_vs_ours(result, paper_arms, label="paper Fashion_MNIST")[cols]
+    table["max |c − 1/N| (mean over seeds)"] = [np.mean([c_moved(result, a, s) for s in seeds]) for a in table.index]
+    return table
+
+
+HOMOG_LABELS = {"lenet": "LeNet", "fedavg-cnn": "the CNN of McMahan et al."}
+
+
+def figure5_claims(d: dict, homog_label: str) -> list[dict]:
+    """Figure 5's two claims (soft predictions move fewer bytes a round than parameters), from the per-seed
+    −log ratios ``d`` ("batch sent": the server sends the round's images; "as run": only their indices)."""
+    cases = (
+        ("batch sent", "the server sends the round's public images, as in the paper", "Figure 5"),
+        ("as run", "every client holds the public set, so only the batch's indices travel", "Figure 5 (ours)"),
+    )
+    return [
+        claim_row(
+            f"{head}: exchanging soft predictions moves fewer bytes a round than exchanging parameters "
+            f"({homog_label}; {text})",
+            verdict(d[how], unit="(−log ratio)"),
+            paper="fewer (Figure 5, the public set on the server)",
+            digits=2,
+        )
+        for how, text, head in cases
+    ]
+
+
+def claims_summary(claims: list[dict], n_runs: int, hours: float) -> str:
+    """The sentence under the claims table: the verdicts' counts, the budget-limited ones, the runs and CPU-hours."""
+    words = pd.Series([r["verdict"] for r in claims]).value_counts()
+    limited = sum(r["budget"] == "budget-limited" for r in claims)
+    return (
+        f"{len(claims)} claims: "
+        + ", ".join(f"{n} {w}" for w, n in words.items())
+        + f"; {limited} of them rest on runs still improving at the end of their budget. The {n_runs} runs"
+        + f" behind this page took {hours:.2f} CPU-hours (process CPU time, as measured where each ran)."
+    )
+
+
+def cost_sentence(cost: pd.DataFrame, model: str, paper_model: str) -> str:
+    """How much larger the paper's Table 2 model is than ours (``cost``: :func:`model_cost`'s frame)."""
+    times = cost.loc[paper_model] / cost.loc[model]
+    return (
+        f"The paper's CNN (`{paper_model}`, run at `paper`) has {times['parameters']:.0f}× the parameters of "
+        f"Table 2's `{model}` and {times['multiply-adds per image']:.0f}× its multiply-adds."
+    )
+
+
+SETUP_NAMES = (
+    "TRAIN_IMAGES TEST_IMAGES DIRICHLET_ALPHA CLIENTS ARCHS HOMOG_MODEL PUBLIC_IMAGES PUBLIC_PER_ROUND ROUNDS "
+    "LOCAL_EPOCHS DISTILL_EPOCHS TEMPERATURE EXTEND_CAP SEEDS T1_RUN"
+).split()
+PROSE_NAMES = """
+PILOT_SEEDS VAL_SHARE BASELINE_GRID_WORDS CLIENTS DATA_METHODS T1_RUN FEDDF_PATIENCE FEDDF_LR_GRID PUBLIC_IMAGES
+SEEDS LOCAL_EPOCHS DIRICHLET_ALPHA BATCH PUBLIC_BATCH DISTILL_EPOCHS PUBLIC_PER_ROUND PILOT_ROUNDS LR_GRID
+LR_EXTEND LAMBDA_GRID C_LR_GRID C_RHO_GRID PARAMS_C_LR_GRID PARAMS_RHO_GRID BASELINE_GRIDS ROUNDS EXTEND_CAP
+NEAR_CHANCE HOMOG_MODEL SWEEP_ROUNDS E_CHOICES R_CHOICES ROBUST_MARGIN FOREIGN_PUBLIC TRAIN_IMAGES TEST_IMAGES
+ARCHS ARCH_CHOICES TABLE2_CLIENT_COUNTS HOMOG_CHOICES TABLE2_METHODS TEMPERATURE PUBLIC_CHOICES MOMENTUM
+FEDDF_STEPS TOP_K PFEDHN_LR LAMBDA C_LR RHO HOMOG_LABEL
+""".split()  # the values the page's prose shows ({glue:text} roles)
+
+
+def setup_markdown(ns: dict) -> str:
+    """The setup card (Markdown) from the notebook's namespace ``ns`` (its parameters :data:`SETUP_NAMES`)."""
+    from ..pages import setup_card
+
+    return setup_card(setup_rows({k: ns[k] for k in SETUP_NAMES}))
+
+
+def prose_values(ns: dict) -> dict:
+    """The values the page's prose shows (:data:`PROSE_NAMES`), from the notebook's namespace ``ns``: its
+    parameters, with the validation share and the baselines' grids in words computed here."""
+    from ..engine import RunConfig
+    from ..methods import display_name
+    from ..pages import prose
+
+    words = "; ".join(
+        f"{display_name(m)}'s {KEY_WORDS.get(k, k)} over {prose(v)}"
+        for m, axes in ns["BASELINE_GRIDS"].items()
+        for k, v in axes.items()
+    )
+    computed = {"VAL_SHARE": f"{RunConfig().val_fraction:.0%}", "BASELINE_GRID_WORDS": words}
+    return {k: computed[k] if k in computed else ns[k] for k in PROSE_NAMES}
+
+
+def glue_all(ns: dict) -> None:
+    """Glue every value the page's prose shows (:func:`prose_values`) as this execution set them."""
+    from ..pages import glue_values
+
+    glue_values(prose_values(ns))
+
+
+def style_page() -> None:
+    """The page's display settings: seaborn's theme, "—" for a missing value, table cells never cut short."""
+    import seaborn as sns
+
+    from ..pages import dash_for_missing
+
+    sns.set_theme(context="notebook", style="whitegrid")
+    dash_for_missing()
+    pd.set_option("display.max_colwidth", None)
+
+
+def glue_figure(name: str, fig) -> None:
+    """Glue a figure for a ``{glue:figure}`` directive and close it (nothing when ``fig`` is None)."""
+    import matplotlib.pyplot as plt
+    from myst_nb import glue
+
+    if fig is not None:
+        glue(name, fig)
+        plt.close(fig)
+
+
+def foreign_images(source: str, public_images: int) -> int:
+    """How many images the ``source`` public set lends Table 5's arm: all of it, at most ``public_images``."""
+    from ..engine import dataset
+
+    foreign = dataset(source)
+    return min(public_images, len(foreign.y_train) + len(foreign.y_test))
