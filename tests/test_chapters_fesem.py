@@ -43,6 +43,7 @@ from pflkit.chapters.fesem import (
     final_ari,
     full_tables,
     group_rows,
+    groups_figure,
     head_start_claims,
     head_start_comparisons,
     head_start_grid,
@@ -597,6 +598,9 @@ def test_federations_build_each_seed_once_and_group_of_adds_seeds():
     assert len(rows) == len(set(groups[0].tolist()))  # one client of every group
     first = int(np.flatnonzero(groups[0] == 0)[0])
     assert rows[0][0].endswith(f": client {first}") and len(rows[0][1]) == 8
+    fig = groups_figure(feds[0], groups[0], feds[0].partition.params["transforms"])
+    assert len(fig.axes) == 8 * len(rows) and fig._suptitle.get_text().startswith("one client of every group")
+    plt.close(fig)
 
 
 def test_pilot_report_names_the_choices_and_folds_every_run():
@@ -702,3 +706,4 @@ def test_figure3_and_the_collapse_figure_draw_every_arm():
     fig = collapse_figure(diag)
     assert fig.axes[0].get_title().startswith("clusters in use per round") and fig.get_size_inches()[0] <= 6.88
     plt.close(fig)
+    assert "No clustered baseline" in collapse_figure(diag.iloc[:0]).data  # nothing to draw: a line instead

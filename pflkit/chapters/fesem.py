@@ -1210,6 +1210,12 @@ def chapter_cost(
                      full=full)  # fmt: skip
 
 
+def groups_figure(fed, groups, transforms):
+    """One client of every true group, its first training images (``show_rows`` of ``group_rows``)."""
+    return show_rows(group_rows(fed, groups, transforms), title="one client of every group (its first training images)",
+                     show=False)  # fmt: skip
+
+
 def group_rows(fed, groups, transforms) -> list:
     """One client of every true group (the first), as ``show_rows``' rows: its label and first images."""
     return [(f"{name}: client {cid}", client_images(fed, cid))
@@ -1232,7 +1238,12 @@ def figure3(hist: pd.DataFrame, fesem_arms):
 
 
 def collapse_figure(diag: pd.DataFrame):
-    """The clusters in use per round of CFL and IFCA (``collapse_check``'s diagnostics), one line per arm and seed."""
+    """The clusters in use per round of CFL and IFCA (``collapse_check``'s diagnostics), one line per arm and seed;
+    where no clustered baseline ran (``diag`` empty), a line that says so stands in its place."""
+    if not len(diag):
+        from IPython.display import Markdown
+
+        return Markdown("*No clustered baseline at this profile.*")
     fig, ax = plt.subplots(figsize=(6.8, 3.4))
     sns.lineplot(data=diag, x="round", y="clusters in use", hue="arm", style="seed", marker="o", ax=ax)
     ax.set(title="clusters in use per round (CFL: cluster models; IFCA: models picked)")
