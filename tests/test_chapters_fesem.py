@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
@@ -15,31 +16,45 @@ from pflkit.chapters.fesem import (
     HUMAN,
     MAIN_COLUMNS,
     ari_at,
+    arm_labels,
     authors_acc,
     budget_line,
     cfl_line,
+    chapter_arms,
+    chapter_cost,
     claim_lines,
     client_images,
     cluster_claims,
     cluster_notes,
     cluster_rows,
+    cluster_trace,
     collapse_check,
+    collapse_figure,
     composition_notes,
     cost_line,
     estimate_s,
     federation_summary,
+    federations,
     fesem_best_count,
+    fesem_config,
     fesem_probe,
+    figure3,
     figure4,
     final_ari,
     full_tables,
+    group_rows,
+    groups_figure,
     head_start_claims,
     head_start_comparisons,
+    head_start_grid,
     head_start_notes,
     initial_ari,
     k_claim,
     k_margins,
+    k_seed_plan,
     label_mix_ari,
+    label_skew,
+    last_mean,
     leads,
     margin_at,
     margin_probe,
@@ -48,13 +63,16 @@ from pflkit.chapters.fesem import (
     paper_value,
     per_seed,
     pilot_notes,
+    pilot_report,
     readable,
     readings_claims,
     readings_notes,
     readings_table,
     ring_layout,
     scan_figure,
+    scan_frame,
     scan_notes,
+    scan_table,
     seed_plans,
     setup_rows,
     show_rows,
@@ -70,7 +88,7 @@ from pflkit.chapters.fesem import (
     why_lines,
 )
 from pflkit.engine import Federation, run
-from pflkit.methods.fesem import kmeans
+from pflkit.methods.fesem import PAPER_WEIGHT, kmeans
 from pflkit.results import paper_results
 from pflkit.sweeps import probe_name
 from pflkit.verdicts import verdict
@@ -562,3 +580,130 @@ def test_initial_ari_budget_and_cost_lines():
         "This page runs 138 runs: 16 arms × 3 seeds of 60 rounds" in cost and "estimate 2.00 CPU-hours (at the" in cost
     )
     assert cost.endswith("recorded 1.23 CPU-hours of their own.")
+
+
+def test_federations_build_each_seed_once_and_group_of_adds_seeds():
+    base = tiny_config(partition="groups", alpha=0.5, clients=8)
+    feds, groups, group_of = federations(base, [0])
+    assert list(feds) == [0] and groups[0].tolist() == feds[0].partition.params["groups"]
+    g1 = group_of(1)  # a seed past the pilot's: built and kept
+    assert 1 in groups and group_of(1) is g1 and len(g1) == 8 and group_of(0) is groups[0]
+    share, line = label_skew(feds[0])
+    counts = feds[0].partition.class_counts(feds[0].ds.y_train.numpy())
+    assert 2 / feds[0].ds.n_classes <= share <= 1.0
+    assert share == pytest.approx(np.mean(np.sort(counts, 1)[:, -2:].sum(1) / counts.sum(1)))
+    assert line.startswith(f"Label skew: a client's two largest classes hold {100 * share:.0f} % of its training")
+    assert line.endswith(f"({100 * 2 / feds[0].ds.n_classes:.0f} % if its labels were uniform over the 10 classes).")
+    rows = group_rows(feds[0], groups[0], feds[0].partition.params["transforms"])
+    assert len(rows) == len(set(groups[0].tolist()))  # one client of every group
+    first = int(np.flatnonzero(groups[0] == 0)[0])
+    assert rows[0][0].endswith(f": client {first}") and len(rows[0][1]) == 8
+    fig = groups_figure(feds[0], groups[0], feds[0].partition.params["transforms"])
+    assert len(fig.axes) == 8 * len(rows) and fig._suptitle.get_text().startswith("one client of every group")
+    plt.close(fig)
+
+
+def test_pilot_report_names_the_choices_and_folds_every_run():
+    cfg = {"FedAvg": SimpleNamespace(lr=0.01), "FedAvg2": SimpleNamespace(lr=0.1)}
+    table = pd.DataFrame({"val_pooled_acc": [70.0, 75.0], "at the grid's edge": ["no", "yes"]},
+                         index=pd.MultiIndex.from_tuples([("FedAvg", 0.01), ("FedAvg", 0.1)]))  # fmt: skip
+    pilot = SimpleNamespace(table=lambda: table, grids={"FedAvg": cfg},
+                            summary=lambda: pd.DataFrame({"val_pooled_acc": [75.0]}, index=["FedAvg"]))  # fmt: skip
+    text, summary, every = pilot_report([pilot], {"FedAvg": 0.1}, {}, [0.01, 0.1], 30, 3)
+    assert text.startswith("Chosen on validation micro accuracy after 30 rounds (3 seeds): FedAvg lr 0.1")
+    assert "Still at the edge of its grid: FedAvg" in text
+    assert list(summary.columns) == ["validation micro acc (%)"] and summary.iloc[0, 0] == 75.0
+    html = every._repr_html_() if hasattr(every, "_repr_html_") else str(every)
+    assert "validation micro acc (%)" in html and "over 3 seeds" in html and "val_pooled_acc" not in html
+
+
+def test_chapter_arms_build_the_controls_and_the_baselines_at_their_pilot_rates():
+    assert arm_labels([2, 3, 4], 4) == (["FeSEM(2)", "FeSEM(3)", "FeSEM(4)"], "FeSEM(4)", "FeSEM(2)", "FeSEM(4)",
+                                        "FeSEM(3)", "FeSEM(4) fixed-random", "FeSEM(4) fixed-random + head start",
+                                        "FeSEM(4) + eq. 7")  # fmt: skip
+    with pytest.raises(AssertionError):
+        arm_labels([2, 3], 4)  # Figure 4 needs K = the groups
+    base = tiny_config(rounds=6, eval_every=3)
+    main = method_configs(base, 2, fesem_options={"lam": 0.1}, groups=3, baselines=["local", "fedavg", "cfl"],
+                          fedprox_mu=0.1, avg_hs_options={"centers": 1, "lam": 0.0})  # fmt: skip
+    lr = {"FeSEM": 0.1, "Local": 0.01, "FedAvg": 0.03, "CFL": 0.05, AVG_HS: 0.3}
+    fesem = partial(fesem_config, base, lr["FeSEM"], {"lam": 0.1})
+    assert fesem(centers=2).options == {"lam": 0.1, "centers": 2} and fesem().method == "fesem"
+    arms, base_arms = chapter_arms(main, fesem, lr, {"eps1": 0.4}, k_choices=[2, 3], k_em=3)
+    assert list(arms) == ["FeSEM(2)", "FeSEM(3)", "FeSEM(1)", "FeSEM(3) fixed-random + head start",
+                          "FeSEM(3) fixed-random", "FeSEM(3) + eq. 7", AVG_HS, "Local", "FedAvg", "CFL"]  # fmt: skip
+    assert list(base_arms) == ["Local", "FedAvg", "CFL"] and all(arms[a] == c for a, c in base_arms.items())
+    assert [arms[a].eval_every for a in arms] == [1, 1, 3, 3, 3, 3, 1, 3, 1, 1]
+    assert [arms[a].lr for a in arms] == [0.1] * 6 + [0.3, 0.01, 0.03, 0.05]
+    assert arms["CFL"].options == {"warmup": 2, "eps1": 0.4}
+    assert arms["FeSEM(3) fixed-random + head start"].options == {"lam": 0.1, "centers": 3, "em": "fixed-random",
+                                                                 "head_start": True}  # fmt: skip
+    assert arms["FeSEM(3) + eq. 7"].options["penalty_weight"] == PAPER_WEIGHT
+    assert arms[AVG_HS].options == {"centers": 1, "lam": 0.0}
+
+
+def test_cluster_trace_last_mean_and_the_head_start_grid():
+    truth = {0: np.array([0, 0, 1, 1]), 1: np.array([0, 1, 0, 1])}
+    probes = {("A", 0): {0: {"labels": [1, 1, 0, 0], "intra": 1.0}, 2: {"labels": [1, 1, 0, 0], "intra": 3.0}},
+              ("A", 1): {0: {"labels": [0, 0, 1, 1], "intra": 2.0}, 2: {"labels": [0, 0, 1, 1], "intra": 5.0}},
+              ("B", 0): {}, ("B", 1): {}}  # fmt: skip
+    res = fake_result(probes)
+    trace, last = cluster_trace(res, [0, 1], 2, truth.get)
+    assert set(trace.arm) == {"A"} and len(trace) == 4  # B has no cluster probes
+    assert last["A"] == pytest.approx((1.0 - 0.5) / 2)  # seed 0 the groups, seed 1 crosswise
+    assert last_mean(res, "A", "intra", seeds=[0, 1], rounds=2) == pytest.approx(4.0)
+    values = {(a, "pooled_acc"): {0: x, 1: x + 2.0} for a, x in
+              (("FedAvg", 70.0), ("FeSEM(1)", 72.0), ("F", 71.0), ("F+", 74.0), ("FeSEM(4)", 75.0))}  # fmt: skip
+    grid = head_start_grid(fake_result({}, values), k_em=4, fr="F", fr_hs="F+", init_steps=100, seeds=2)
+    assert list(grid.columns) == ["without head start", "with head start (100 steps)"]
+    assert grid.index.name == "micro acc (%), mean ± 95 % CI over 2 seeds"
+    assert grid.loc["the paper's EM (K = 4)", "without head start"] == "— (nothing to cluster)"
+    assert grid.loc["fixed random clusters (K = 4)", "with head start (100 steps)"].startswith("75.0")
+    assert grid.loc["no clustering (one model)", "with head start (100 steps)"].endswith("  [FeSEM(1)]")
+
+
+def test_scan_frame_table_and_seed_plan():
+    scans = {s: pd.DataFrame({"val_mean_acc": acc, "intra_distance": d}, index=pd.Index([3, 4, 5], name="K"))
+             for s, acc, d in ((0, [0.70, 0.75, 0.72], [3.0, 2.0, 1.0]), (1, [0.70, 0.76, 0.78], [3.0, 4.0, 1.0]))}  # fmt: skip
+    scan, k_pick, mono = scan_frame(scans)
+    assert scan.val_mean_acc.tolist() == pytest.approx([70, 75, 72, 70, 76, 78]) and list(scan.columns[:2]) == [
+        "seed",
+        "K",
+    ]
+    assert k_pick.tolist() == [4, 5] and mono.tolist() == [True, False]
+    html = scan_table(scan)._repr_html_()
+    assert "validation accuracy (%)" in html and "intra-cluster distance (eq. 6)" in html and "val_mean_acc" not in html
+    assert k_seed_plan(scans, 6, cap=10, resolution=1.0) is None  # K = 6 not scanned
+    plan = k_seed_plan(scans, 4, cap=10, resolution=1.0)
+    assert list(plan.index) == ["K"]
+
+
+def test_chapter_cost_counts_the_sweep_and_the_pilot_arms_once():
+    arms = {"FeSEM": tiny_config(method="fesem", rounds=10), "FedAvg": tiny_config(method="fedavg", rounds=10)}
+    rec = {
+        "a": {"key": "k1", "provenance": {"cpu_time_s": 3600.0}},
+        "b": {"key": "k2", "provenance": {"cpu_time_s": 1800.0}},
+    }
+    pilot = SimpleNamespace(grids={"FedAvg": {"FedAvg lr 0.1": tiny_config(method="fedavg", rounds=4)}},
+                            result=SimpleNamespace(records={"a": rec["a"]}))  # fmt: skip
+    res = SimpleNamespace(records=rec)
+    line = chapter_cost(arms, [pilot], res, seeds=[0, 1], pilot_seeds=[0], rounds=10, pilot_rounds=4,
+                        per_round={"fesem": 3.0, "other": 1.5}, setup=12.0, full=False)  # fmt: skip
+    assert line == cost_line(arms=2, seeds=2, rounds=10, pilot_arms=1, pilot_seeds=1, pilot_rounds=4,
+                             estimate_s=2 * (30 + 12 + 15) + 6, recorded_h=1.5, full=False)  # fmt: skip
+
+
+def test_figure3_and_the_collapse_figure_draw_every_arm():
+    hist = pd.DataFrame([{"arm": a, "seed": s, "round": r, "pooled_acc": 50.0 + r + s}
+                         for a in ("FeSEM(2)", "FeSEM(3)", "FedAvg", "CFL") for s in (0, 1) for r in (0, 1, 2)])  # fmt: skip
+    fig = figure3(hist, ["FeSEM(2)", "FeSEM(3)"])
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["FeSEM(2)", "FeSEM(3)", "FedAvg"] and ax.get_ylabel() == "micro accuracy (%)"
+    assert min(min(line.get_xdata()) for line in ax.lines if len(line.get_xdata())) >= 1  # from round 1
+    plt.close(fig)
+    diag = pd.DataFrame({"arm": ["CFL"] * 2, "seed": [0, 0], "round": [1, 2], "clusters in use": [1, 2]})
+    fig = collapse_figure(diag)
+    assert fig.axes[0].get_title().startswith("clusters in use per round") and fig.get_size_inches()[0] <= 6.88
+    plt.close(fig)
+    assert "No clustered baseline" in collapse_figure(diag.iloc[:0]).data  # nothing to draw: a line instead

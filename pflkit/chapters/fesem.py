@@ -11,13 +11,18 @@ from types import SimpleNamespace
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 import torch
+from matplotlib.ticker import MaxNLocator
 from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
-from ..experiments import arms_for, claim_row, fmt_interval, paper_vs_ours
+from ..engine import Federation
+from ..experiments import arms_for, claim_row, cpu_hours, fmt_interval, paper_vs_ours
 from ..grouped import DEFAULT_TRANSFORMS
-from ..methods.fesem import authors_micro_acc, distance_keys, kmeans, points
+from ..methods.fesem import PAPER_WEIGHT, authors_micro_acc, distance_keys, kmeans, points
+from ..pages import folded
+from ..verdicts import seeds_text
 
 AVG_HS = "FedAvg + head start"  # the headline's reference: FedAvg after FeSEM's warm-up
 PAPER_ROW = {"Local": "NoFed", "CFL": "FedCluster", "IFCA": "HypoCluster(3)"}  # our arm -> the paper's row
@@ -542,8 +547,6 @@ def collapse_check(res, arms, seeds, trace: pd.DataFrame, rounds: int):
     norms; a summary per (arm, seed) at the last round with the most clusters of any round and the ARI
     (from ``trace``, :func:`trace_of`); the arms that collapsed (all clients in one cluster at the last
     round; "IFCA (1 of 3 seeds)" where some seeds did); and the Markdown bullets saying so."""
-    from ..verdicts import seeds_text
-
     diag = []
     for arm in [a for a in ("CFL", "IFCA") if a in arms]:
         for s in seeds:
@@ -725,8 +728,6 @@ def scan_notes(*, k_pick, groups, v_k, intra_mono, sample, k_scan, nofed_rank, r
     """The bullets under §5.2's scan: the K of best validation accuracy per seed (``k_pick``) and the
     claim's verdict ``v_k``, on how many seeds the intra-cluster distance fell monotonically over K
     (``intra_mono``: seed -> bool), and how near a large K comes to NoFed (its rank among ``rows`` arms)."""
-    from ..verdicts import seeds_text
-
     return (
         "* The K of best validation accuracy per seed: " + ", ".join(f"seed {s} K = {k}" for s, k in k_pick.items())
         + f"; K = {groups} against the best other K: **{v_k}**.\n"
@@ -1049,8 +1050,6 @@ def cost_line(*, arms: int, seeds: int, rounds: int, pilot_arms: int, pilot_seed
               estimate_s: float, recorded_h: float, full: bool = True) -> str:  # fmt: skip
     """The page's cost as a bullet: its runs, the CPU-hours the measured per-round costs estimate
     (``estimate_s``; ``full``: at the book's scale) and those its runs recorded."""
-    from ..verdicts import seeds_text
-
     return (
         f"* **Cost.** This page runs {arms * seeds + pilot_arms * pilot_seeds} runs: {arms} arms × "
         f"{seeds_text(seeds)} of {rounds} rounds and a pilot of {pilot_arms} arms × {seeds_text(pilot_seeds)} of "
@@ -1059,3 +1058,203 @@ def cost_line(*, arms: int, seeds: int, rounds: int, pilot_arms: int, pilot_seed
         + ("" if full else " (at the full page's scale; these runs are smaller)")
         + f"; the runs shown here recorded {recorded_h:.2f} CPU-hours of their own."
     )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- the notebook's plumbing
+
+
+def federations(base, seeds) -> tuple[dict, dict, object]:
+    """The federations of ``base`` at ``seeds`` (seed -> Federation), their true groups (seed -> array)
+    and ``group_of(seed)``: any seed's true groups (a seed past ``seeds``, which a claim's plan may
+    add, is built once and kept in the groups dict)."""
+    feds = {s: Federation.from_config(dataclasses.replace(base, seed=s)) for s in seeds}
+    groups = {s: true_groups(f) for s, f in feds.items()}
+
+    def group_of(s):
+        if s not in groups:
+            groups[s] = true_groups(Federation.from_config(dataclasses.replace(base, seed=s)))
+        return groups[s]
+
+    return feds, groups, group_of
+
+
+def label_skew(fed) -> tuple[float, str]:
+    """The mean share of a client's training images in its two largest classes, and the sentence
+    that sets it beside the share of uniform labels."""
+    counts = fed.partition.class_counts(fed.ds.y_train.numpy())
+    share = float((np.sort(counts, 1)[:, -2:].sum(1) / counts.sum(1)).mean())
+    n = fed.ds.n_classes
+    return share, (
+        f"Label skew: a client's two largest classes hold {100 * share:.0f} % of its training images "
+        f"on average ({100 * 2 / n:.0f} % if its labels were uniform over the {n} classes)."
+    )
+
+
+PILOT_HEADERS = {"val_pooled_acc": "validation micro acc (%)"}  # the metric the pilot chose on
+
+
+def pilot_report(pilots, lr: dict, eps: dict, grid: list, rounds: int, seeds: int) -> tuple[str, pd.DataFrame, object]:
+    """The pilot's prose (``pilot_notes``: the first pilot is the learning-rate one), its summary
+    table and every pilot run in a folded table, the metric under a human header."""
+    table = pd.concat([p.table() for p in pilots])
+    edge = [m for m, row in table.iterrows() if row["at the grid's edge"] == "yes"]
+    grids = {m: [c.lr for c in g.values()] for m, g in pilots[0].grids.items()}
+    text = pilot_notes(lr, eps, grids, grid, [m for m, _ in edge], rounds, seeds_text(seeds))
+    every = folded(table.rename(columns=PILOT_HEADERS), f"Every pilot run: the validation metric of each value "
+                   f"(mean ± 95 % CI over {seeds_text(seeds)})")  # fmt: skip
+    return text, pd.concat([p.summary() for p in pilots]).rename(columns=PILOT_HEADERS), every
+
+
+def arm_labels(k_choices, k_em: int) -> tuple:
+    """The labels of the FeSEM arms: FeSEM(K) for ``k_choices``, FeSEM at K = ``k_em`` (the number of
+    groups: Figure 4 and the cluster claims), the fewest and the most K (Figure 5; the paper's best),
+    the runner-up K, the fixed random clusters without and with head start, and eq. 7's arm."""
+    ks = sorted(k_choices)
+    fe_g = f"FeSEM({k_em})"
+    assert k_em in ks, "Figure 4 reads FeSEM at K = the number of groups"
+    return ([f"FeSEM({k})" for k in k_choices], fe_g, f"FeSEM({ks[0]})", f"FeSEM({ks[-1]})", f"FeSEM({ks[-2]})",
+            f"{fe_g} fixed-random", f"{fe_g} fixed-random + head start", f"{fe_g} + eq. 7")  # fmt: skip
+
+
+def fesem_config(base, lr: float, options: dict, **extra):
+    """FeSEM on ``base`` at ``lr`` with the chapter's ``options`` and ``extra`` ones."""
+    return dataclasses.replace(base, method="fesem", lr=lr, options={**options, **extra})
+
+
+def chapter_arms(main: dict, fesem, lr: dict, cfl_eps: dict, *, k_choices, k_em: int) -> tuple[dict, dict]:
+    """The main sweep's arms and its baselines' (``main``: method_configs; ``fesem(**options)``: a
+    FeSEM config; ``lr``: each label's pilot rate; CFL at its pilot ε): FeSEM(K) for ``k_choices``
+    evaluated every round, the controls (one centre, fixed random clusters with and without head
+    start, eq. 7 in the paper's reading), FedAvg + head start, then the baselines (FedAvg, CFL and
+    IFCA evaluated every round: Figure 3's reference curve, the clusters per round)."""
+    base_arms = {a: dataclasses.replace(c, lr=lr[a]) for a, c in main.items() if a not in ("FeSEM", AVG_HS)}
+    if "CFL" in base_arms:
+        base_arms["CFL"] = dataclasses.replace(base_arms["CFL"], options={**base_arms["CFL"].options, **cfl_eps})
+    for a in ("FedAvg", "CFL", "IFCA"):
+        if a in base_arms:
+            base_arms[a] = dataclasses.replace(base_arms[a], eval_every=1)
+    *_, fr, fr_hs, eq7 = arm_labels(k_choices, k_em)
+    arms = {f"FeSEM({k})": dataclasses.replace(fesem(centers=k), eval_every=1) for k in k_choices}
+    arms |= {
+        "FeSEM(1)": fesem(centers=1),
+        fr_hs: fesem(centers=k_em, em="fixed-random", head_start=True),
+        fr: fesem(centers=k_em, em="fixed-random"),
+        eq7: fesem(centers=k_em, penalty_weight=PAPER_WEIGHT),
+        AVG_HS: dataclasses.replace(main[AVG_HS], lr=lr[AVG_HS], eval_every=1),
+    }
+    return arms | base_arms, base_arms  # the long runs first: the two workers finish together
+
+
+def cluster_trace(res, seeds, rounds: int, group_of) -> tuple[pd.DataFrame, pd.Series]:
+    """``trace_of`` of every arm with cluster probes, and each arm's ARI at round ``rounds`` (mean over seeds)."""
+    clustered = [a for a in res.arms if res.probes(a, seeds[0])]
+    trace = pd.DataFrame([r for a in clustered for r in trace_of(res, a, group_of)])
+    return trace, trace[trace["round"] == rounds].groupby("arm").ARI.mean()
+
+
+def last_mean(res, arm: str, key: str, *, seeds, rounds: int) -> float:
+    """The probe's ``key`` of ``arm`` at round ``rounds``, mean over ``seeds``."""
+    return float(np.mean([res.probes(arm, s)[rounds][key] for s in seeds]))
+
+
+def head_start_grid(res, *, k_em: int, fr: str, fr_hs: str, init_steps: int, seeds: int) -> pd.DataFrame:
+    """Clustering × head start: each cell the arm's micro accuracy (mean ± 95 % CI) and its label."""
+    one, rnd, em = "no clustering (one model)", f"fixed random clusters (K = {k_em})", f"the paper's EM (K = {k_em})"
+    cells = {(one, False): "FedAvg", (one, True): "FeSEM(1)", (rnd, False): fr, (rnd, True): fr_hs,
+             (em, True): f"FeSEM({k_em})"}  # fmt: skip
+    columns = {False: "without head start", True: f"with head start ({init_steps} steps)"}
+    grid = pd.DataFrame({col: {row: f"{fmt_interval(res.values(cells[row, hs], 'pooled_acc'))}  [{cells[row, hs]}]"
+                               if (row, hs) in cells else "— (nothing to cluster)" for row in (one, rnd, em)}
+                         for hs, col in columns.items()})  # fmt: skip
+    grid.index.name = f"micro acc (%), mean ± 95 % CI over {seeds_text(seeds)}"
+    return grid
+
+
+def scan_frame(scans: dict) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+    """§5.2's scans (seed -> K × {val_mean_acc, intra_distance}) in one frame (accuracy in %), each
+    seed's K of best validation accuracy and whether its intra-cluster distance falls with K."""
+    scan = pd.concat(scans, names=["seed", "K"]).reset_index()
+    scan["val_mean_acc"] *= 100
+    k_pick = scan.pivot_table(index="seed", columns="K", values="val_mean_acc").idxmax(axis=1)
+    intra_mono = scan.groupby("seed").intra_distance.apply(lambda d: d.is_monotonic_decreasing)
+    return scan, k_pick, intra_mono
+
+
+def scan_table(scan: pd.DataFrame):
+    """Every seed and K of §5.2's scan, human headers, in a folded table."""
+    names = {"val_mean_acc": "validation accuracy (%)", "intra_distance": "intra-cluster distance (eq. 6)"}
+    return folded(scan.rename(columns=names).round(3).set_index(["seed", "K"]), "§5.2's scan, every seed and K")
+
+
+def chapter_cost(
+    arms: dict,
+    pilots,
+    res,
+    *,
+    seeds,
+    pilot_seeds,
+    rounds: int,
+    pilot_rounds: int,
+    per_round: dict,
+    setup: float,
+    full: bool,
+) -> str:
+    """``cost_line`` of the sweep's ``arms`` and the ``pilots``' arms: the estimate from the measured
+    CPU seconds per round, and the CPU-hours the store's runs recorded (a shared run counted once)."""
+    pilot_arms = {a: c for p in pilots for g in p.grids.values() for a, c in g.items()}
+    est = estimate_s(arms, seeds, per_round=per_round, setup=setup)
+    est += estimate_s(pilot_arms, pilot_seeds, per_round=per_round, setup=setup)
+    _, recorded_h = cpu_hours(*[p.result for p in pilots], res)
+    return cost_line(arms=len(arms), seeds=len(seeds), rounds=rounds, pilot_arms=len(pilot_arms),
+                     pilot_seeds=len(pilot_seeds), pilot_rounds=pilot_rounds, estimate_s=est, recorded_h=recorded_h,
+                     full=full)  # fmt: skip
+
+
+def groups_figure(fed, groups, transforms):
+    """One client of every true group, its first training images (``show_rows`` of ``group_rows``)."""
+    return show_rows(group_rows(fed, groups, transforms), title="one client of every group (its first training images)",
+                     show=False)  # fmt: skip
+
+
+def group_rows(fed, groups, transforms) -> list:
+    """One client of every true group (the first), as ``show_rows``' rows: its label and first images."""
+    return [(f"{name}: client {cid}", client_images(fed, cid))
+            for k, name in enumerate(transforms) for cid in np.flatnonzero(np.asarray(groups) == k)[:1]]  # fmt: skip
+
+
+def figure3(hist: pd.DataFrame, fesem_arms):
+    """Figure 3: the micro accuracy per round of FeSEM(K) (``fesem_arms``, blues, the band over
+    seeds) and of FedAvg (grey, dashed, the mean), from round 1."""
+    curves = hist[hist.arm.isin(list(fesem_arms) + ["FedAvg"]) & (hist["round"] >= 1)]
+    fig, ax = plt.subplots(figsize=(6.8, 3.8))
+    sns.lineplot(data=curves[curves.arm != "FedAvg"], x="round", y="pooled_acc", hue="arm", marker="o", ms=3,
+                 palette="Blues", errorbar=("pi", 100), ax=ax)  # fmt: skip
+    sns.lineplot(data=curves[curves.arm == "FedAvg"], x="round", y="pooled_acc", color="0.4", ls="--",
+                 errorbar=None, label="FedAvg", ax=ax)  # fmt: skip
+    ax.set(ylabel="micro accuracy (%)")
+    ax.legend(fontsize=10, frameon=False)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+def collapse_figure(diag: pd.DataFrame):
+    """The clusters in use per round of CFL and IFCA (``collapse_check``'s diagnostics), one line per arm and seed;
+    where no clustered baseline ran (``diag`` empty), a line that says so stands in its place."""
+    if not len(diag):
+        from IPython.display import Markdown
+
+        return Markdown("*No clustered baseline at this profile.*")
+    fig, ax = plt.subplots(figsize=(6.8, 3.4))
+    sns.lineplot(data=diag, x="round", y="clusters in use", hue="arm", style="seed", marker="o", ax=ax)
+    ax.set(title="clusters in use per round (CFL: cluster models; IFCA: models picked)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+def k_seed_plan(scans: dict, groups: int, *, cap: int, resolution: float):
+    """The seed plan of §5.2's claim from the pilot scans (``k_margins``, unpooled), or None where the
+    scan lacks the number of groups (no margin to plan on)."""
+    from ..experiments import seed_plan
+
+    margin = k_margins(scans, groups)
+    return None if margin is None else seed_plan({"K": list(margin)}, cap=cap, pool=False, resolution=resolution)
