@@ -319,3 +319,151 @@ def test_pilot_table_shows_each_value_in_words_with_its_two_seeds():
         "η = 0.01: 71.0 (70.0, 72.0) | η = 0.03: diverged | η = 0.1: 80.5 (80.0, 81.0)"
     )
     assert s.loc[("pairs", "FedAvg"), "chosen"] == "η = 0.1"
+
+
+def test_table_views_group_table2_and_rename_table3():
+    from pflkit.chapters.pfedmb import table2_view, table3_view
+
+    t2 = pd.DataFrame(
+        {"Dirichlet 0.4 / 15 clients · ours": ["86.2 ± 2.0", "—"],
+         "Dirichlet 0.4 / 15 clients · paper CIFAR10": [67.54, np.nan],
+         "random 2 classes / 15 clients (no headline) · ours": ["97.8 ± 1.0", "96.5 ± 4.8"],
+         "random 2 classes / 15 clients (no headline) · paper CIFAR10": [90.01, np.nan]},
+        index=["Local", "pFedMB (B = 5)"],
+    )  # fmt: skip
+    v = table2_view(t2)
+    assert list(v.columns) == [
+        ("Dirichlet 0.4, 15 clients (CIFAR10)", "ours"),
+        ("Dirichlet 0.4, 15 clients (CIFAR10)", "paper"),
+        ("random 2 classes, 15 clients (CIFAR10)", "ours"),
+        ("random 2 classes, 15 clients (CIFAR10)", "paper"),
+    ]
+    assert v.iloc[0].tolist() == ["86.2\u00a0±\u00a02.0", "67.54", "97.8\u00a0±\u00a01.0", "90.01"]
+    assert v.iloc[1].tolist() == ["—", "—", "96.5\u00a0±\u00a04.8", "—"]
+    t3 = pd.DataFrame({"B chosen by validation": [10], "choices": ["2, 5, 10"], "paper's tuned B": [7],
+                       "paper's setting": ["CIFAR10 / Dirichlet 0.4 / 15 clients"]},
+                      index=pd.Index(["Dirichlet 0.4 / 15 clients"], name="setting (ours, FMNIST)"))  # fmt: skip
+    v3 = table3_view(t3)
+    assert list(v3.columns) == ["B (ours, validation)", "grid", "B (paper)", "the paper's setting"]
+    assert v3.index.name == "setting (ours, Fashion-MNIST)" and v3.iloc[0, 0] == 10
+
+
+def test_setup_rows_say_ours_beside_the_papers():
+    from pflkit.chapters.pfedmb import setup_rows
+
+    rows = setup_rows(train_images=6000, data_fraction=0.1, width="8", branch_choices=[2, 5, 10], pair_clients=10,
+                      pair_branches=5, settings=["Dirichlet 0.4 / 15 clients"], epochs=1, paper_epochs=5, batch=64,
+                      momentum=0.9, pair_rounds=40, visits=80, dirichlet_visits=160, fig5_visits=100, seeds=[0, 1, 2],
+                      cap=10)  # fmt: skip
+    card = {what: (ours, paper) for what, ours, paper in rows}
+    assert list(card) == ["Data", "Splits", "Model", "Training", "Tuning", "Seeds"]
+    assert card["Data"][0] == "Fashion-MNIST, 6,000 (0.1 of the 60,000) training images"
+    assert "8 and 16 filters" in card["Model"][0] and "among 2, 5, 10" in card["Model"][0]
+    assert "E = 1" in card["Training"][0] and "80 visits a client (160 in Dirichlet 0.4)" in card["Training"][0]
+    assert (
+        card["Training"][1].startswith("E = 5")
+        and card["Seeds"][0] == "0, 1, 2, then as many as a claim's plan asks (at most 10)"
+    )
+    everything = setup_rows(train_images=None, data_fraction=1.0, width="8", branch_choices=[2], pair_clients=10,
+                            pair_branches=5, settings=[], epochs=5, paper_epochs=5, batch=64, momentum=0.9,
+                            pair_rounds=100, visits=100, dirichlet_visits=100, fig5_visits=100, seeds=[0], cap=10)  # fmt: skip
+    assert everything[0][1] == "Fashion-MNIST, all 60,000 training images"
+    assert "Dirichlet" not in everything[3][1]  # the same visits everywhere
+
+
+def test_short_claims_bullets_and_the_compact_table():
+    from pflkit.chapters.pfedmb import Compact, claim_bullets, mechanism_line, short_claim
+
+    assert short_claim("Table II, X: pFedMB beats the best other method (FedAvg, on validation)") == (
+        "Table II, X: pFedMB beats the best other method"
+    )
+    assert short_claim("Table I: pFedMB beats FedAvg") == "Table I: pFedMB beats FedAvg"
+    assert short_claim("A (±1) to B (C (nested), D)") == "A (±1) to B" and short_claim("(all)") == "(all)"
+    rows = [
+        {"claim": "Table I: a beats b (mean over rounds)", "verdict": "reproduces", "flags": ["saturated"],
+         "ours (a − b, 95 % CI)": "+2.2 [+0.8, +3.5] (7 seeds)", "paper": "+0.4", "notes": ""},
+        {"claim": "Table III: many classes need fewer branches", "verdict": "not tested", "flags": [],
+         "ours (a − b, 95 % CI)": "not testable: 10 classes", "paper": "B = 3", "notes": "a note"},
+    ]  # fmt: skip
+    bullets = claim_bullets(rows).splitlines()
+    assert (
+        bullets[0]
+        == "* Table I: a beats b (mean over rounds): **reproduces · saturated**, +2.2 [+0.8, +3.5] (7 seeds)."
+    )
+    assert bullets[1] == "* Table III: many classes need fewer branches: **not tested**, not testable: 10 classes."
+    table = pd.DataFrame(
+        {"paper": ["+0.4", "B = 3"], "ours (a − b, 95 % CI)": [r["ours (a − b, 95 % CI)"] for r in rows],
+         "verdict": ["reproduces · saturated", "not tested"], "notes": ["", "a note"]},
+        index=pd.Index([r["claim"] for r in rows], name="claim"),
+    )  # fmt: skip
+    c = Compact(table, "in full")
+    shown = c.shown()
+    assert list(shown.index) == ["Table I: a beats b", "Table III: many classes need fewer branches"]
+    assert shown["ours (a − b, 95 % CI)"].tolist() == ["+2.2 [+0.8,\u00a0+3.5]", "not testable: 10 classes"]
+    assert shown["seeds"].tolist() == ["7", "—"] and shown["verdict"].tolist() == table["verdict"].tolist()
+    html = c._repr_html_()
+    assert html.split("<details>")[0].count("<tr>") == 3 and "<details><summary>in full</summary>" in html
+    assert "a note" in html.split("<details>")[1] and "a note" not in html.split("<details>")[0]
+    same = Compact(table.rename(index={table.index[1]: "Table I: a beats b (other)"}), "t").shown()
+    assert list(same.index) == ["Table I: a beats b (mean over rounds)", "Table I: a beats b (other)"]
+    mech = {
+        "S1": {"verdict": "reproduces", "flags": []},
+        "S2": {"verdict": "no difference", "flags": ["mechanism inert"]},
+    }
+    line = mechanism_line(mech, {"S1": {"verdict": "underpowered", "flags": []}})
+    assert line == (
+        "*Our checks.* Clients with similar label mixes get similar α: **reproduces** in S1; **no difference · "
+        "mechanism inert** in S2. α-weighted averaging (eq. 5) beats plain averaging (eq. 6): **underpowered** in S1."
+    )
+
+
+def test_eq2_table_holds_in_every_branch_layer_and_the_prose_names():
+    import torch
+
+    from pflkit.chapters.pfedmb import PROSE_NAMES, eq2_table
+    from pflkit.methods.pfedmb import multi_branch
+    from pflkit.models import build_model
+
+    torch.manual_seed(0)
+    mb = multi_branch(build_model("lenet", (1, 28, 28), 10, "4"), branches=3, shared_alpha=False, seed=0)
+    with torch.no_grad():
+        mb.alpha_logits.normal_(std=2.0)
+    t = eq2_table(mb, torch.randn(5, 1, 28, 28))
+    assert t["kind"].tolist()[:2] == ["conv", "conv"] and t["kind"].tolist()[-1] == "linear"
+    assert all(shape[0] == 3 for shape in t["branch tensor"])  # B branches in every layer
+    assert (t["max |eq.1 − eq.2|"] < 1e-4).all() and (t["max |output|"] > 0).all()
+    assert len(set(PROSE_NAMES)) == len(PROSE_NAMES) and all(n.isupper() for n in PROSE_NAMES)
+
+
+def test_scale_words_say_whether_the_initial_scale_moves_the_comparison():
+    from pflkit.chapters.pfedmb import scale_words
+
+    class V:
+        def __init__(self, mean, word):
+            self.mean, self.word = mean, word
+
+        def __str__(self):
+            return f"{self.word}, {self.mean:+.1f}"
+
+    kw = dict(chosen="branches × √B", other="branches as drawn", shift=5.0, local_high=90.0)
+    moved = scale_words(V(1.0, "reproduces"), V(-7.0, "contradicted"), local=98.7, **kw)
+    assert moved.startswith("Eq. 5 minus eq. 6, paired over the seeds: with the branches × √B **reproduces, +1.0**")
+    assert "8.0 apart, more than 5" in moved and moved.endswith("little for collaboration to add.")
+    words = scale_words(V(1.5, "reproduces"), V(1.3, "inconclusive"), local=80.0, **kw)
+    assert "only the runs with the branches × √B have an interval" in words and words.endswith("(mean over seeds).")
+    words = scale_words(V(1.5, "inconclusive"), V(1.3, "reproduces"), local=80.0, **kw)
+    assert "only the runs with the branches as drawn have" in words
+    assert "different verdicts" in scale_words(V(1.0, "reproduces"), V(-1.0, "no difference"), local=80.0, **kw)
+    assert "does not change the verdict word" in scale_words(V(1.0, "inconclusive"), V(0.5, "inconclusive"),
+                                                              local=80.0, **kw)  # fmt: skip
+
+
+def test_say_wraps_a_printed_note_to_the_column(capsys):
+    from pflkit.chapters.pfedmb import say
+
+    say("word " * 40, "end", width=30)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 5 and all(len(x) <= 30 for x in lines) and lines[-1].endswith("end")
+    assert lines[1].startswith("  ")  # a wrapped line is indented
+    say("a\n\nb")
+    assert capsys.readouterr().out == "a\n\nb\n"

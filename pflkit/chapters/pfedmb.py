@@ -406,3 +406,285 @@ def grid_used(grid: str, mb: RunConfig) -> bool:
     mom = "no momentum" if mb.options["alpha_momentum"] == 0 else "momentum"
     scale = "branches × √B" if mb.options["scale_init"] else "branches as drawn"
     return grid in (f"{PFEDMB}, {mom} on α", f"{PFEDMB}, {scale}")
+
+
+# ----------------------------------------------------------------------------- tables as the page shows them
+
+
+def _setting_short(name: str) -> str:
+    """A Table II column's setting without its suffixes: "random 2 classes / 15 clients (no
+    headline)" -> "random 2 classes, 15 clients"."""
+    return name.split(" (")[0].replace(" / ", ", ")
+
+
+def table2_view(table: pd.DataFrame) -> pd.DataFrame:
+    """Table II as the page shows it: the columns "<setting> · ours" and "<setting> · paper <data>"
+    grouped under their setting and the paper's dataset (two header rows: "<setting> (<data>)", then
+    "ours" or "paper"), the paper's numbers with two decimals, "—" where a cell is missing, and
+    "mean ± interval" kept on one line (non-breaking spaces)."""
+    data = {}
+    for col in table.columns:
+        setting, _, part = col.rpartition(" · ")
+        if part.startswith("paper"):
+            data[setting] = part.removeprefix("paper").strip()
+    out = pd.DataFrame(index=table.index)
+    top, sub = [], []
+    for col in table.columns:
+        setting, _, part = col.rpartition(" · ")
+        if part.startswith("paper"):
+            values, part = table[col].map(lambda v: "—" if pd.isna(v) else f"{v:.2f}"), "paper"
+        else:
+            values = table[col].map(lambda v: "—" if pd.isna(v) else str(v).replace(" ± ", "\u00a0±\u00a0"))
+        out[col] = values
+        top.append(_setting_short(setting) + (f" ({data[setting]})" if data.get(setting) else ""))
+        sub.append(part)
+    out.columns = pd.MultiIndex.from_arrays([top, sub])
+    out.index.name = None
+    return out
+
+
+def table3_view(table: pd.DataFrame) -> pd.DataFrame:
+    """Table III as the page shows it: per setting of ours, the B validation chose, the grid it
+    chose from, the paper's tuned B and the paper's setting, under short headers."""
+    out = table.rename(
+        columns={
+            "B chosen by validation": "B (ours, validation)",
+            "choices": "grid",
+            "paper's tuned B": "B (paper)",
+            "paper's setting": "the paper's setting",
+        }
+    )
+    out.index.name = "setting (ours, Fashion-MNIST)"
+    return out
+
+
+def setup_rows(
+    *,
+    train_images,
+    data_fraction: float,
+    width: str,
+    branch_choices,
+    pair_clients: int,
+    pair_branches: int,
+    settings,
+    epochs: int,
+    paper_epochs: int,
+    batch: int,
+    momentum: float,
+    pair_rounds: int,
+    visits: int,
+    dirichlet_visits: int,
+    fig5_visits: int,
+    seeds,
+    cap: int,
+) -> list[tuple[str, str, str]]:
+    """The rows of the chapter's setup card (:func:`pflkit.pages.setup_card`): what every run is,
+    ours beside the paper's (§V)."""
+    images = "all 60,000" if train_images is None else f"{train_images:,} ({data_fraction:g} of the 60,000)"
+    longer = f" ({dirichlet_visits} in Dirichlet 0.4)" if dirichlet_visits != visits else ""
+    return [
+        ("Data", f"Fashion-MNIST, {images} training images", "CIFAR-10 and CIFAR-100"),
+        (
+            "Splits",
+            f"pairs: {pair_clients} clients, two per class pair; Table II: {', '.join(settings)}",
+            "pairs; random 2 classes and Dirichlet 0.4 (CIFAR-10), random 20 classes (CIFAR-100); 15 and 50 clients",
+        ),
+        (
+            "Model",
+            f"LeNet ({width} and {2 * int(width)} filters); B = {pair_branches} in the pairs, "
+            f"else chosen on validation among {', '.join(map(str, branch_choices))}",
+            "CNN (6 and 16 filters); B = 5 in the pairs, else tuned",
+        ),
+        (
+            "Training",
+            f"E = {epochs}, batch {batch}, SGD momentum {momentum:g}; {pair_rounds} rounds (pairs), {visits} visits "
+            f"a client{longer} (Table II), {fig5_visits} (Figure 5)",
+            f"E = {paper_epochs}, batch 64; until convergence",
+        ),
+        (
+            "Tuning",
+            "every learning rate, pFedMB's η_α, initial scale and B, FedAMP's σ: on validation",
+            "on validation (values not reported)",
+        ),
+        (
+            "Seeds",
+            f"{', '.join(map(str, seeds))}, then as many as a claim's plan asks (at most {cap})",
+            "3 runs, no spread reported",
+        ),
+    ]
+
+
+def claim_bullets(rows: list[dict]) -> str:
+    """Claims as the bullets under a table or figure: each claim with its verdict word and flags
+    (bold) and our difference with its interval; the notes stay in the claims table's fold."""
+    from ..verdicts import verdict_text
+
+    return "\n".join(f"* {r['claim']}: **{verdict_text(r, bold=False)}**, {r['ours (a − b, 95 % CI)']}." for r in rows)
+
+
+def short_claim(text: str) -> str:
+    """A claim without its trailing parenthesis (the comparator and how it was chosen, the quantity
+    measured): "Table II, X: pFedMB beats the strongest other method (FedAvg, on validation)" ->
+    "Table II, X: pFedMB beats the strongest other method"; a claim that does not end in one is kept."""
+    t = text.rstrip()
+    if not t.endswith(")"):
+        return t
+    depth = 0
+    for i in range(len(t) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(t[i], 0)
+        if depth == 0:
+            return t[:i].rstrip() if i > 0 else t
+    return t
+
+
+class Compact:
+    """The "What reproduced" table: each claim (without its trailing parenthesis, :func:`short_claim`)
+    with ours and the verdict; the whole table (claims in full, the paper's numbers, the notes) folded
+    below it."""
+
+    def __init__(self, table: pd.DataFrame, title: str):
+        self.table, self.title = table, title
+
+    def shown(self) -> pd.DataFrame:
+        """The rows as shown: short claims (the full claim where two would read alike), ours on one
+        line, the seeds it rests on, and the verdict."""
+        short = [short_claim(c) for c in self.table.index]
+        if len(set(short)) < len(short):
+            short = list(self.table.index)
+        ours = self.table["ours (a − b, 95 % CI)"].astype(str)
+        seeds = ours.str.extract(r" \((\d+) seeds?\)$")[0]
+        ours = ours.str.replace(r" \(\d+ seeds?\)$", "", regex=True)
+        # a number: its value (with its unit) on one line, its interval on one line
+        number = ours.str.match(r"^[+-]\d")
+        ours = ours.where(~number, ours.str.replace(" [", "\n[", regex=False).str.replace(" ", "\u00a0"))
+        ours = ours.str.replace("\n", " ", regex=False)
+        out = pd.DataFrame(
+            {"ours (a − b, 95 % CI)": ours.to_numpy(), "seeds": seeds.fillna("—").to_numpy(),
+             "verdict": self.table["verdict"].to_numpy()},
+            index=pd.Index(short),
+        )  # fmt: skip
+        return out
+
+    def _repr_html_(self) -> str:
+        import html
+
+        from ..pages import folded, missing_as_dash
+
+        shown = self.shown()
+        widths = ["46%", "25%", "8%", "21%"]  # the claim, ours, the seeds, the verdict: the column's width
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in ["claim", *shown.columns])
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (claim, *row)) + "</tr>"
+            for claim, row in zip(shown.index, shown.itertuples(index=False))
+        )
+        shown = (
+            '<table class="dataframe" style="table-layout: fixed; width: 100%; font-size: 90%">'
+            + "<colgroup>" + "".join(f'<col style="width: {w}">' for w in widths) + "</colgroup>"
+            + f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        )  # fmt: skip
+        return missing_as_dash(shown) + folded(self.table, self.title)._repr_html_()
+
+
+def mechanism_line(alpha_rows: dict, eq5_rows: dict) -> str:
+    """Our two mechanism checks of Table II in one sentence (``alpha_rows``, ``eq5_rows``: setting ->
+    the row of :func:`pflkit.verdicts.mechanism`): each check's verdict word with its flags per
+    setting; the numbers are in the claims table."""
+    from ..verdicts import verdict_text
+
+    def words(rows: dict) -> str:
+        return "; ".join(f"**{verdict_text(r, bold=False)}** in {n}" for n, r in rows.items())
+
+    return (
+        f"*Our checks.* Clients with similar label mixes get similar α: {words(alpha_rows)}. "
+        f"α-weighted averaging (eq. 5) beats plain averaging (eq. 6): {words(eq5_rows)}."
+    )
+
+
+def eq2_table(mb, x: torch.Tensor) -> pd.DataFrame:
+    """Eq. (2) layer by layer: for every branch layer of the multi-branch net ``mb`` (at its client's
+    α), the largest difference between one layer with the combined weight (eq. 1) and every branch
+    run on the input with the outputs mixed by α (eq. 2), on the images ``x`` passed through the
+    net; the layer's kind, branch tensor shape and largest output beside it."""
+    from ..methods.pfedmb import BranchLayer
+
+    alpha = mb.alpha()
+    rows, h = [], x
+    with torch.no_grad():
+        for name, module in [*mb.net.body.named_children(), ("head", mb.net.head)]:
+            if not isinstance(module, BranchLayer):
+                h = module(h)
+                continue
+            a = alpha[module.index]
+            module.alpha = a
+            one_layer = module(h)  # eq. (1): one conv/linear with the combined weight
+            module.alpha = None
+            branches = module.branch_sum(h, a)  # eq. (2): every branch, outputs mixed by α
+            rows.append(
+                {
+                    "layer": name,
+                    "kind": "conv" if module.conv else "linear",
+                    "branch tensor": tuple(module.weight.shape),
+                    "max |eq.1 − eq.2|": float((one_layer - branches).abs().max()),
+                    "max |output|": float(branches.abs().max()),
+                }
+            )
+            h = branches
+    return pd.DataFrame(rows)
+
+
+# the chapter's parameters its prose shows ({glue:text} roles), glued under their own names
+PROSE_NAMES = (
+    "DATA_FRACTION", "SEEDS", "MOMENTUM", "PAIR_BRANCHES", "EQ2_IMAGES", "PAIR_CLIENTS", "PAIR_ROUNDS",
+    "PAIR_PILOT_ROUNDS", "PILOT_SEEDS", "LR_GRID", "CONCENTRATED_ALPHA", "K_CLASSES", "BRANCH_CHOICES",
+    "PILOT_BRANCHES", "FIG5_SETTING", "HEADLINE", "PILOT_VISITS", "SIGMA_GRID", "MARGIN", "IFCA_EVALS",
+    "AMP_SELF_LOCAL", "AMP_SELF_AVERAGE", "AMP_PEAK_FLAT", "FIG5_BRANCHES", "MIN_SEEDS", "EPOCHS", "VISITS",
+    "DIRICHLET_VISITS", "FIG5_VISITS", "AMP_EVALS", "BATCH", "SCALE_SHIFT", "LOCAL_HIGH", "EXTEND", "TABLE2_RUN",
+    "RHO_RESOLUTION", "RESOLUTION",
+)  # fmt: skip
+
+
+def scale_words(v_main, v_alt, *, chosen: str, other: str, shift: float, local: float, local_high: float) -> str:
+    """The diagnostic of the branches' initial scale in words: eq. 5 − eq. 6 at the ``chosen``
+    scale (``v_main``, a :class:`pflkit.verdicts.Verdict`) and at the ``other`` (``v_alt``); whether the
+    scale moves the comparison (mean differences more than ``shift`` points apart), or only the words
+    differ; and Local's accuracy ``local`` against ``local_high`` (%).  A description, not a test."""
+    text = f"Eq. 5 minus eq. 6, paired over the seeds: with the {chosen} **{v_main}**; with the {other} **{v_alt}**. "
+    if abs(v_main.mean - v_alt.mean) > shift:
+        text += (
+            f"The mean differences are {v_main.mean:+.1f} and {v_alt.mean:+.1f} points, "
+            f"{abs(v_main.mean - v_alt.mean):.1f} apart, more than {shift:g} (a description, not a test): the initial "
+            "scale, which the paper does not specify, moves the comparison. "
+        )
+    elif v_main.word != v_alt.word and np.sign(v_main.mean) == np.sign(v_alt.mean):
+        decided = chosen if v_main.word in ("reproduces", "contradicted") else other
+        text += (
+            f"Both scales give eq. 5 − eq. 6 the same sign and about the same size ({v_main.mean:+.1f} and "
+            f"{v_alt.mean:+.1f} points); only the runs with the {decided} have an interval that clears zero, so "
+            "the verdict words differ while the estimates agree. "
+        )
+    elif v_main.word != v_alt.word:
+        text += (
+            "The two initialisations give different verdicts, so an initialisation detail the paper does not "
+            "specify decides the comparison at our training length. "
+        )
+    else:
+        text += (
+            f"The initial scale does not change the verdict word; the mean differences are {v_main.mean:+.1f} "
+            f"and {v_alt.mean:+.1f} points. "
+        )
+    text += f"Local reaches {local:.1f} % (mean over seeds)"
+    if local > local_high:
+        return text + (
+            f", above {local_high:g} %: with two classes per client a client alone does well, so the pairs "
+            "setting leaves little for collaboration to add."
+        )
+    return text + "."
+
+
+def say(*parts, width: int = 76) -> None:
+    """Print ``parts`` (joined by spaces, as ``print`` does) wrapped at ``width`` characters a line, so
+    that a printed note fits the page's column instead of scrolling sideways."""
+    import textwrap
+
+    for line in " ".join(map(str, parts)).split("\n"):
+        print(textwrap.fill(line, width, subsequent_indent="  ") if line else "")

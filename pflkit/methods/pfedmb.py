@@ -82,9 +82,12 @@ class BranchLayer(nn.Module):
             self.conv = None
         self.alpha: torch.Tensor | None = None
 
-    def combined(self, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(W_l, b_l) = Σ_b α_b (W_{b,l}, b_{b,l})                                        (eq. 1)"""
-        bias = torch.tensordot(alpha, self.bias, dims=1) if self.bias is not None else None
+    def combined(self, alpha: torch.Tensor):
+        """(W_l, b_l) = Σ_b α_b (W_{b,l}, b_{b,l}) (eq. 1); b_l is None for a
+        layer without bias."""
+        bias = None
+        if self.bias is not None:
+            bias = torch.tensordot(alpha, self.bias, dims=1)
         return torch.tensordot(alpha, self.weight, dims=1), bias
 
     def apply_weights(self, x, weight, bias):
@@ -183,18 +186,24 @@ def combined_model(mb: MultiBranchNet, plain: nn.Module) -> nn.Module:
 # ----------------------------------------------------------------------------- aggregation
 
 
-def alpha_weighted_average(states, n, alphas, rows: dict[str, int], previous) -> dict[str, torch.Tensor]:
-    """Eq. 5, key by key: for a branched tensor (key in ``rows``, shape (B, ...)) branch b gets
-    Σ_i n_i α^i_{r,b} W^i_b / Σ_i n_i α^i_{r,b}, r = ``rows[key]``; other keys: Σ_i n_i W^i / Σ n_i."""
-    out = weighted_average(states, n)  # eq. 6, and the final value for the unbranched keys
+def alpha_weighted_average(states, n, alphas, rows, previous):
+    """Eq. 5, key by key: for a branched tensor (key in ``rows``, shape
+    (B, ...)) branch b gets Σ_i n_i α^i_{r,b} W^i_b / Σ_i n_i α^i_{r,b},
+    r = ``rows[key]``; other keys: Σ_i n_i W^i / Σ_i n_i.  Returns the
+    averaged state dict (``rows``: key -> α's row; ``previous``: W^t)."""
+    # eq. 6, and the final value for the unbranched keys
+    out = weighted_average(states, n)
     for k, r in rows.items():
-        c = torch.stack([float(ni) * a[r].double() for ni, a in zip(n, alphas)])  # (clients, B): n_i α^i_b
+        scaled = [float(m) * a[r].double() for m, a in zip(n, alphas)]
+        c = torch.stack(scaled)  # (clients, B): n_i α^i_b
         total = c.sum(0)
         w = c / torch.where(total > 0, total, torch.ones_like(total))
         ref = states[0][k]
         shape = (-1,) + (1,) * (ref.dim() - 1)
-        acc = sum(wi.view(shape) * s[k].double() for wi, s in zip(w, states))
-        acc = torch.where((total > 0).view(shape), acc, previous[k].double())  # underflowed: keep W^t_b
+        acc = sum(x.view(shape) * s[k].double() for x, s in zip(w, states))
+        # a branch nobody uses (underflowed): keep W^t_b
+        used = (total > 0).view(shape)
+        acc = torch.where(used, acc, previous[k].double())
         out[k] = acc.to(ref.dtype)
     return out
 
