@@ -18,6 +18,7 @@ from ..engine import Federation, build
 from ..federated import evaluate
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
 from ..partitions import total_variation
+from ..plots import arm_palette, claims_plot  # importing it shows a notebook's figures with their text size
 from ..results import absent_rival, margin_text
 from ..verdicts import (
     arm_seeds,
@@ -988,8 +989,6 @@ def draw_claims(claims):
     has an interval at this profile."""
     import matplotlib.pyplot as plt
 
-    from ..plots import claims_plot
-
     fig = claims_plot(claims)
     if fig is None:
         fig = plt.figure(figsize=(6.8, 0.6))
@@ -1002,8 +1001,6 @@ def draw_curves(t1: dict, t1_arms: dict):
     hypernetworks' by hypernetwork steps (right), one colour per arm in every panel."""
     import matplotlib.pyplot as plt
     import seaborn as sns
-
-    from ..plots import arm_palette
 
     hist = pd.concat([with_budget(t1[n], t1_arms[n]).assign(clients=n) for n in t1])
     colours = arm_palette(hist["arm"])
