@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
@@ -598,3 +599,213 @@ def test_table2h_rows_put_the_mechanism_first_and_link_it():
     assert all(r["headline"] for r in rows[1:]) and list(swap_plan.index) == ["own − another model of its size"]
     assert text.startswith("* A client's own generated model beats another of its size: **reproduces**")
     assert text.endswith("size S 3 seeds, size M 3 seeds; this build ran 3 seeds.")
+
+
+# ----------------------------------------------------------------------------- the notebook's configs and glue
+
+
+def _config(method="pfedhn", **kw):
+    return run_config(method, baseline_per_round=5, defaults={"lr": 0.1}, **kw)
+
+
+def test_table1_config_and_arms_follow_algorithm_1():
+    t1c = partial(
+        ch.table1_config, _config, updates=100, local_steps=7, images=(300, 100), clip=50.0,
+        options={"pfedme": {"K": 3}}, evals=4,
+    )  # fmt: skip
+    hn, me = t1c("pfedhn", 10), t1c("pfedme", 10)
+    assert (hn.rounds, hn.eval_every, hn.grad_clip, hn.local_steps, hn.train_images) == (100, 25, 50.0, 7, 300)
+    assert (me.rounds, me.eval_every, me.grad_clip, me.options) == (20, 5, 0.0, {"K": 3})
+    arms = ch.table1_arms(t1c, [10, 50], ["pfedhn", "pfedme"], ["pfedme"], str.upper, averaged="avg",
+                          averaged_clients=5, no_clip="noclip")  # fmt: skip
+    assert list(arms[10]) == ["PFEDHN", "PFEDME", "avg", "noclip"] and list(arms[50]) == ["PFEDHN"]
+    assert arms[10]["avg"].rounds == 20 and arms[10]["noclip"].grad_clip == 0.0 and arms[50]["PFEDHN"].clients == 50
+    grid = ch.headroom_pilot_grid(t1c, 10, [4, 6], [100], updates=40, per_round=5, evals=4)
+    assert list(grid) == ["4 classes, 100 images", "6 classes, 100 images"]
+    g = grid["6 classes, 100 images"]
+    assert (g.method, g.classes_per_client, g.train_images, g.rounds, g.eval_every) == ("local", 6, 1000, 8, 2)
+
+
+def test_table2_arms_split_the_baselines_by_size():
+    arms = ch.table2_arms(_config, methods=["pfedhn", "fedavg"], clients=12, updates=30, widths=["S", "L"], hn="HN",
+                          hn_options={"widths": "S,L"}, images=600, test_images=300, options={}, name=str.title)  # fmt: skip
+    assert list(arms) == ["HN", "Fedavg (S)", "Fedavg (L)"]
+    assert (arms["HN"].clients, arms["HN"].rounds, arms["HN"].options) == (12, 60, {"widths": "S,L"})
+    s = arms["Fedavg (S)"]
+    assert (s.clients, s.width, s.train_images, s.test_images, s.rounds) == (6, "S", 200, 100, 6)
+    hr = ch.table2_arms(_config, methods=["fedavg"], clients=12, updates=30, widths=["S", "L"], hn="HN", hn_options={},
+                        images=600, test_images=300, options={}, name=str.title, classes_per_client=4, train_images=120)  # fmt: skip
+    assert hr["Fedavg (L)"].train_images == 40 and hr["HN"].train_images == 120 and hr["HN"].classes_per_client == 4
+
+
+def test_option_checks_and_texts_say_the_numbers():
+    res = SimpleNamespace(compare=lambda a, b: f"{a} vs {b}")
+    checks = ch.option_checks(res, 10, 1000, 50.0, "avg", "noclip")
+    assert len(checks) == 2 and "pFedHN vs avg" in checks[0] and "norm 50 (10 clients)" in checks[1]
+    table = pd.DataFrame({"Local val_mean_acc (%)": [61.25]}, index=["4 classes, 100 images"])
+    text = ch.headroom_choice(table, "4 classes, 100 images", 4, 100, 300, 0, 70.0)
+    assert "**4 classes and 100 training images per client**" in text and "61.2 %" in text and "70.0 %" in text
+    assert "**7 seeds**, at most 10; this build ran 5" in ch.headroom_plan_text(3, 0.9, 7, 10, 5)
+    assert "90 % upper bound" in ch.headroom_plan_text(3, 0.9, 7, 10, 5)
+    avg = "pFedHN, averaged"
+    arms = {
+        "pFedHN": SimpleNamespace(rounds=100),
+        avg: SimpleNamespace(rounds=20),
+        "FedAvg": SimpleNamespace(rounds=20),
+    }
+    steps = ch.steps_text(arms, 100, avg, 5)
+    assert "took 100 hypernetwork steps" in steps and "took 20 steps" in steps and "20 rounds of 5" in steps
+    comm = pd.DataFrame({"KB per message": [12.4]}, index=["pFedHN-PC"])
+    assert ch.comm_text(10, 12345, comm).endswith("12,345; pFedHN-PC's message (the feature extractor only): 12 KB.")
+    assert "at most 4×" in ch.budget_intro(4) and "pilot of 3 seeds, at most 10 seeds" in ch.plans_intro("3 seeds", 10)
+    assert ch.images_text((None, None)) == "all the training and test"
+    assert ch.images_text((3000, 1000)) == "3000 training and 1000 test"
+    assert ch.glue_params({"A": 1, "b": 2}, {"d": 3}, {"X": 4}) == {"A": 1, "PROP1_D": 3, "X": 4}
+
+
+def test_headroom_plan_pools_the_swaps_apart():
+    diffs = {"a − b": [1.0, 1.2, 0.8], "c − b": [2.0, 2.1, 1.9], "own − other": [5.0, -5.0, 5.0]}
+    plan = ch.headroom_plan(diffs, ["own − other"], cap=10, resolution=1.0)
+    assert list(plan.index) == ["a − b", "c − b", "own − other"]
+    alone = ch.seed_plan({"own − other": diffs["own − other"]}, cap=10, resolution=1.0)
+    assert plan.loc["own − other"].equals(alone.loc["own − other"])  # its own spread, not the pooled one
+
+
+def test_tally_counts_the_verdicts_and_the_budget_flags():
+    rows = [{"verdict": "reproduced", "budget": ""}, {"verdict": "reproduced", "budget": "budget-limited"},
+            {"verdict": "refuted", "budget": ""}]  # fmt: skip
+    assert (
+        ch.tally(rows)
+        == "3 claims: 2 reproduced, 1 refuted; 1 of them rest on runs still improving at the end of their budget."
+    )
+
+
+def test_comm_table_and_c5_summary_read_the_finals():
+    def rec(acc, up):
+        r = record(acc)
+        r["comm"] = {"bytes_up": up, "bytes_down": 2 * up}
+        return r
+
+    trainable, fixed = ch.C5_ARMS
+    res = result(
+        {
+            trainable: [rec(80, 1000), rec(81, 1000), rec(82, 1000)],
+            fixed: [rec(80.5, 1500), rec(81, 1500), rec(82.5, 1500)],
+        }
+    )
+    comm = ch.comm_table(res, updates=4)
+    assert comm.loc[fixed, "KB per message"] == pytest.approx(1e3 * 3000 / 1e6 / 4)
+    paper = pd.DataFrame({"table": ["Appendix C.5"] * 2, "setting": ["50 clients / fixed embedding", "50 clients / trainable embedding"],
+                          "value": [84.0, 83.5]})  # fmt: skip
+    row, extra, table = ch.c5_summary(res, paper, "C.5 claim", 2.0, None)
+    assert extra == pytest.approx(500) and row["claim"] == "C.5 claim" and "+0.5" in row["paper"]
+    assert set(table.index) == {trainable, fixed}
+
+
+def test_prop1_table_finds_the_pca_subspace():
+    t = ch.prop1_table(dict(n_clients=20, d=8, k_true=2, n_samples=30, noise=0.1), [0], steps=400)
+    assert list(t["k"]) == [1, 2] and len(t.columns) == 5
+    assert t["‖Wv − θ*‖² (hypernetwork)"].iloc[-1] < t["‖θ̄ − θ*‖² (local)"].iloc[-1]  # rank k_true denoises
+
+
+def test_spectral_shrink_divides_the_plain_spread():
+    arms = {"plain": 0, "every": 1, "spared": 2}
+    spread = lambda cfg: {"w": 6.0 / (1 + cfg.options["spectral_norm"]), "b": 1.0}  # noqa: E731
+    s = ch.spectral_shrink(lambda n: tiny_config(method="pfedhn", clients=n), [4], [0, 1], arms, spread=spread)
+    assert len(s) == 2 * 2 * 2 and set(s.arm) == {"every", "spared"}
+    assert s[(s.arm == "every") & (s.tensor == "w")]["shrink (×)"].tolist() == [2.0, 2.0]
+    rng = s.groupby("arm")["shrink (×)"].agg(["min", "median", "max"])
+    text = ch.shrink_text(rng, "every", "spared")
+    assert "1.0× to 2.0× (median 1.5×)" in text and "sparing the heads, 1.0× to 3.0×" in text
+
+
+def test_built_runs_measure_the_hypernetwork():
+    cfg = tiny_config(method="pfedhn")
+    assert ch.hn_parameters(cfg) > 1000
+    assert ch.embedding_gradient_ratio(cfg, 0) > 0
+
+
+def test_embedding_snapshots_take_the_first_and_last_probe():
+    probes = {
+        0: {"classes": [[0, 1], [2, 3]], "embeddings": [[0.0, 1.0], [1.0, 0.0]]},
+        5: {"embeddings": [[2.0, 2.0], [3.0, 3.0]]},
+    }
+    res = SimpleNamespace(probes=lambda arm, s: probes)
+    groups, emb = ch.embedding_snapshots(res, {"a": None}, 0, 5, [0, 0, 1, 1])
+    assert (
+        groups.tolist() == [0, 1] and list(emb) == ["initial (random)", "trained, a"] and emb["trained, a"][1, 0] == 3.0
+    )
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _texts(fig):
+    return [ax.get_title() for ax in fig.axes], [ax.get_xlabel() for ax in fig.axes]
+
+
+def test_draw_fig2_has_the_gap_and_the_novel_panels():
+    novel = pd.DataFrame({"method": ["pFedHN", "Per-FedAvg"] * 4, "alpha": [0.1, 0.1, 1.0, 1.0] * 2, "seed": [0] * 4 + [1] * 4,
+                          "TV to nearest": np.linspace(0.1, 0.8, 8), "gap": np.linspace(-5, 1, 8), "acc_novel": np.linspace(60, 90, 8)})  # fmt: skip
+    fig = ch.draw_fig2(novel)
+    titles, xlabels = _texts(fig)
+    assert titles == ["Figure 2: generalization gap", "Figure 7: pFedHN, novel clients"]
+    assert xlabels[1] == "TV distance to the nearest training client" and fig.axes[0].get_xscale() == "log"
+    means = ch.fig2_means(novel)
+    assert len(means) == 4 and means.set_index(["method", "alpha"]).loc[("pFedHN", 0.1), "gap"] == pytest.approx(
+        -5 + 6 / 7 * 2
+    )
+
+
+def test_draw_fig3_labels_clients_by_their_classes():
+    fig = ch.draw_fig3([[0.9, 0.1], [0.2, 0.8]], [[0, 1], [2, 3]], ["T-shirt/top", "Trouser", "Pullover", "Dress"], 0)
+    ax = fig.axes[0]
+    assert ax.get_title() == "Figure 3 (seed 0), row-normalised"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["T-shirt & Trouser", "Pullover & Dress"]
+    assert [t.get_text() for t in ax.texts] == ["1.00", "0.00", "0.00", "1.00"]  # row-normalised
+
+
+def test_draw_fig4_has_a_panel_per_embedding_set():
+    rng = np.random.default_rng(0)
+    emb = {"initial (random)": rng.normal(size=(6, 3)), "trained, a": rng.normal(size=(6, 3))}
+    fig = ch.draw_fig4(emb, ["tops", "tops", "shoes", "shoes", "bags", "bags"], 0)
+    assert [ax.get_title() for ax in fig.axes] == list(emb) and fig._suptitle.get_text().endswith("seed 0")
+    assert fig.axes[-1].get_legend() is not None and fig.axes[0].get_legend() is None
+
+
+def test_draw_fig56_has_the_three_ablation_panels():
+    hist = pd.DataFrame({"arm": ["K=1", "K=1", "K=5", "K=5"], "round": [1, 2, 1, 2], "mean_acc": [50, 60, 55, 70]})
+    fin = pd.DataFrame(
+        {"arm": ["embed_dim=5", "embed_dim=35", "hn_layers=2", "hn_layers=3"] * 2, "mean_acc": np.arange(8.0)}
+    )
+    res = SimpleNamespace(history=lambda: hist, finals=lambda: fin)
+    fig = ch.draw_fig56(
+        res, {"K=1": 0, "K=5": 0}, {"embed_dim=5": 0, "embed_dim=35": 0}, {"hn_layers=2": 0, "hn_layers=3": 0}
+    )
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["Fig. 5: local steps K", "Fig. 6a: embedding size", "Fig. 6b: hidden layers"]
+    assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["5", "35"]
+
+
+def test_draw_claims_says_when_no_claim_has_an_interval():
+    fig = ch.draw_claims([])
+    assert [t.get_text() for t in fig.texts] == ["no claim has an interval at this profile"]
+
+
+def test_draw_curves_has_two_panels_per_client_count():
+    history = pd.DataFrame(
+        {"arm": ["pFedHN", "pFedHN", "FedAvg", "FedAvg"], "round": [1, 2, 1, 2], "mean_acc": [50, 60, 55, 58]}
+    )
+    res = SimpleNamespace(history=lambda: history)
+    arms = {
+        "pFedHN": SimpleNamespace(sample_rate=0.1, clients=10),
+        "FedAvg": SimpleNamespace(sample_rate=0.5, clients=10),
+    }
+    fig = ch.draw_curves({10: res, 50: res}, {10: arms, 50: arms})
+    assert [ax.get_title() for ax in fig.axes] == [
+        "10 clients",
+        "10 clients: hypernetwork steps",
+        "50 clients",
+        "50 clients: hypernetwork steps",
+    ]
+    assert sorted(t.get_text() for t in fig.legends[0].get_texts()) == ["FedAvg", "pFedHN"]

@@ -18,6 +18,7 @@ from ..engine import Federation, build
 from ..federated import evaluate
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
 from ..partitions import total_variation
+from ..plots import arm_palette, claims_plot  # importing it shows a notebook's figures with their text size
 from ..results import absent_rival, margin_text
 from ..verdicts import (
     arm_seeds,
@@ -703,3 +704,409 @@ def table2h_rows(res, plan, *, hn, baselines, widths, groups, published, cap: in
         + f"; this build ran {len(res.seeds)} seeds."
     )
     return [mech, *rows], swap_plan, text
+
+
+# ----------------------------------------------------------------------------- the notebook's configs and glue
+
+
+def table1_config(config, method, n, per_round=None, *, updates, local_steps, images, clip, options, evals):
+    """Table 1's run of ``method`` on ``n`` clients (``config``: the chapter's :func:`run_config` with its
+    defaults): ``updates`` client updates of ``local_steps`` steps, one client per round (= hypernetwork
+    step) for pFedHN unless ``per_round``; ``images`` (train, test); the pFedHN clients clip each step's
+    gradient at ``clip``; ``options`` for a method (e.g. ``{"pfedme": {"K": 3}}``); ``evals``
+    evaluations per run, evenly spaced."""
+    cfg = config(
+        method, clients=n, updates=updates, per_round=per_round, local_steps=local_steps,
+        train_images=images[0], test_images=images[1],
+        grad_clip=clip if method.startswith("pfedhn") else 0.0, options=options.get(method, {}),
+    )  # fmt: skip
+    return dataclasses.replace(cfg, eval_every=max(1, cfg.rounds // evals))
+
+
+def table2_arms(config, *, methods, clients, updates, widths, hn, hn_options, images, test_images, options, name,
+                **split):  # fmt: skip
+    """Table 2's arms on a split of ``clients`` clients (``split``: e.g. classes_per_client and
+    train_images; default Table 1's): one hypernetwork ``hn`` over all the clients (``len(widths)``
+    times ``updates``), and each baseline of ``methods`` once per size, on a federation of a third of
+    the clients and a third of the ``images`` training and ``test_images`` test images."""
+    third = {"train_images": split.get("train_images", images) // 3, "test_images": test_images // 3}
+    arms = {hn: config("pfedhn", clients=clients, updates=len(widths) * updates, options=hn_options, **split)}
+    for m in methods:
+        if m.startswith("pfedhn"):
+            continue
+        for w in widths:
+            arms[f"{name(m)} ({w})"] = config(
+                m, clients=clients // len(widths), updates=updates, width=w, options=options.get(m, {}),
+                **(split | third),
+            )  # fmt: skip
+    return arms
+
+
+def option_checks(res, n0: int, updates: int, clip: float, averaged: str, no_clip: str) -> list[str]:
+    """Our two option checks at the first count (not claims of the paper), as bullets: Algorithm 1
+    against the averaging option, and the authors' client gradient clip."""
+    return [
+        f"* Algorithm 1 against the averaging option ({n0} clients, the same {updates} client updates): "
+        f"pFedHN − {averaged}: **{res.compare('pFedHN', averaged)}**.",
+        f"* The authors' client gradient clip at norm {clip:g} ({n0} clients): "
+        f"pFedHN − {no_clip}: **{res.compare('pFedHN', no_clip)}**.",
+    ]
+
+
+def headroom_choice(pilot_table, split: str, classes: int, images: int, updates: int, seed: int, target: float):
+    """The sentence naming the headroom split chosen on the Local pilot's validation."""
+    return (
+        f"Chosen on validation: **{classes} classes and {images} training images per client** (Local "
+        f"{pilot_table.loc[split, 'Local val_mean_acc (%)']:.1f} % on validation after {updates} client "
+        f"updates, seed {seed}; the paper's Local: {target:.1f} %)."
+    )
+
+
+def headroom_plan(pilot_diffs: dict, swaps, cap: int, resolution: float) -> pd.DataFrame:
+    """The headroom split's seed plan: the accuracy differences between arms pooled together, the
+    within-run swap diagnostics (``swaps``, their own pool of spread) apart."""
+    return pd.concat(
+        [
+            seed_plan({k: list(v) for k, v in pilot_diffs.items() if (k in swaps) == s}, cap=cap, resolution=resolution)
+            for s in (False, True)
+        ]
+    )
+
+
+def headroom_plan_text(pilot_seeds: int, sd_upper: float, planned: int, cap: int, ran: int) -> str:
+    """The sentence under the headroom split's seed plan."""
+    return (
+        f"The plan, from the pilot's {pilot_seeds} seeds (the spread pooled over the accuracy differences and, "
+        f"apart, over the swap diagnostics, at its {100 * sd_upper:.0f} % upper bound): **{planned} seeds**, "
+        f"at most {cap}; this build ran {ran}."
+    )
+
+
+def prop1_table(prop1: dict, seeds, steps: int = 600) -> pd.DataFrame:
+    """Proposition 1 on its synthetic problem ``prop1`` (kwargs of
+    :func:`pflkit.theory.make_regression_clients`), per seed and hypernetwork rank k: the largest
+    principal angle between span(W) and the local solutions' PCA subspace, and the squared errors of
+    the local solutions and of the linear hypernetwork's models."""
+    from .. import theory
+
+    rows = []
+    for seed in seeds:
+        X, y, theta_star, _ = theory.make_regression_clients(**prop1, seed=seed)
+        theta_bar = theory.local_solutions(X, y)
+        err_local = np.mean(np.sum((theta_bar - theta_star) ** 2, axis=0))
+        for k in range(1, prop1["k_true"] + 1):
+            W, V, _ = theory.fit_linear_hypernetwork(X, y, k, steps=steps, seed=seed)
+            angle = theory.principal_angles(W, theory.pca_subspace(theta_bar, k)).max()
+            rows.append(
+                {
+                    "seed": seed,
+                    "k": k,
+                    "largest angle span(W) vs PCA (°)": np.degrees(angle),
+                    "‖θ̄ − θ*‖² (local)": err_local,
+                    "‖Wv − θ*‖² (hypernetwork)": np.mean(np.sum((W @ V - theta_star) ** 2, axis=0)),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def spectral_shrink(base_of, counts, seeds, arms: dict, spread=None) -> pd.DataFrame:
+    """At initialisation, per client count, seed, spectral-norm arm and generated tensor: how many
+    times smaller the clients' spread (:func:`client_spread`) is than plain pFedHN's (``arms``: name
+    -> the ``spectral_norm`` option, the first plain; ``base_of(n)``: the run of ``n`` clients)."""
+    spread = spread or client_spread
+    rows = []
+    for n in counts:
+        for seed in seeds:
+            base = dataclasses.replace(base_of(n), seed=seed)
+            s = {a: spread(dataclasses.replace(base, options={"spectral_norm": o})) for a, o in arms.items()}
+            plain = s[next(iter(arms))]
+            for arm in list(arms)[1:]:
+                rows += [
+                    {"clients": n, "seed": seed, "arm": arm, "tensor": k, "shrink (×)": plain[k] / s[arm][k]}
+                    for k in plain
+                ]
+    return pd.DataFrame(rows)
+
+
+def shrink_text(shrink_range: pd.DataFrame, every: str, spared: str) -> str:
+    """The bullet on how much spectral normalization shrinks the client-specific part at initialisation."""
+    e, s = shrink_range.loc[every], shrink_range.loc[spared]
+    return (
+        f"* At initialisation, normalizing every layer shrinks the client-specific part of the generated tensors "
+        f"{e['min']:.1f}× to {e['max']:.1f}× (median {e['median']:.1f}×); sparing the heads, "
+        f"{s['min']:.1f}× to {s['max']:.1f}×."
+    )
+
+
+def embedding_gradient_ratio(cfg, seed: int) -> float:
+    """How large an embedding's gradient is next to φ's: one client's first update, measured
+    (nothing else trained): ‖∇φ‖ / ‖∇v_0‖."""
+    _, _, server, clients = build(cfg)
+    clients[0].generator.manual_seed(seed)
+    reply = clients[0].train_round(server.message_for(0, 0), 0)
+    *g_phi, g_emb = server.gradients({0: {"delta": reply["delta"]}})
+    return float(torch.sqrt(sum((g**2).sum() for g in g_phi)) / g_emb.norm())
+
+
+def embedding_snapshots(res, arms, seed: int, rounds: int, coarse_of_class):
+    """Figure 4's inputs: each client's garment group and the client embeddings at initialisation
+    and, per arm, after ``rounds`` rounds (seed ``seed``)."""
+    p = res.probes(list(arms)[0], seed)
+    groups = np.array([coarse_of_class[cl[0]] for cl in p[0]["classes"]])
+    emb = {"initial (random)": np.array(p[0]["embeddings"])}
+    emb |= {f"trained, {a}": np.array(res.probes(a, seed)[rounds]["embeddings"]) for a in arms}
+    return groups, emb
+
+
+def hn_parameters(cfg) -> int:
+    """The number of the hypernetwork's parameters in the run ``cfg`` (built, nothing trained)."""
+    _, _, server, _ = build(cfg)
+    return sum(p.numel() for p in server.hn.parameters())
+
+
+def comm_table(res, updates: int) -> pd.DataFrame:
+    """Mean MB up and down per arm, and KB per message (every arm: ``updates`` replies)."""
+    comm = res.finals().groupby("arm")[["MB_up", "MB_down"]].mean()
+    comm["KB per message"] = 1e3 * comm["MB_down"] / updates
+    return comm
+
+
+def tally(claims) -> str:
+    """The count of the claims by verdict word, and how many rest on runs still improving."""
+    words = pd.Series([r["verdict"] for r in claims]).value_counts()
+    limited = sum(r["budget"] == "budget-limited" for r in claims)
+    return (
+        f"{len(claims)} claims: "
+        + ", ".join(f"{n} {w}" for w, n in words.items())
+        + f"; {limited} of them rest on runs still improving at the end of their budget."
+    )
+
+
+def glue_params(g: dict, prop1: dict, extra: dict) -> dict:
+    """The values the prose shows: the notebook's upper-case names ``g``, Proposition 1's problem
+    as ``PROP1_<KEY>``, and ``extra``."""
+    return {k: v for k, v in g.items() if k.isupper()} | {f"PROP1_{k.upper()}": v for k, v in prop1.items()} | extra
+
+
+def images_text(images) -> str:
+    """Table 1's images, in words."""
+    if tuple(images) == (None, None):
+        return "all the training and test"
+    return f"{images[0]} training and {images[1]} test"
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def draw_fig2(novel: pd.DataFrame):
+    """Figures 2 and 7: the generalization gap by the novel clients' α (pFedHN strong, Per-FedAvg
+    muted), and pFedHN's novel-client accuracy against the TV distance to the nearest training client."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.8))
+    per_seed_gap = novel.groupby(["method", "alpha", "seed"], as_index=False)[["TV to nearest", "gap"]].mean()
+    sns.lineplot(data=per_seed_gap, x="alpha", y="gap", hue="method", marker="o", ax=axes[0],
+                 palette={"pFedHN": "tab:red", "Per-FedAvg": "0.6"})  # fmt: skip
+    axes[0].axhline(0, color="grey", lw=0.8)
+    axes[0].set(xscale="log", xlabel="novel clients' α", ylabel="novel − training accuracy",
+                title="Figure 2: generalization gap")  # fmt: skip
+    hn = novel[novel.method == "pFedHN"]
+    sns.scatterplot(data=hn, x="TV to nearest", y="acc_novel", hue="alpha", palette="viridis", s=40, ax=axes[1])
+    axes[1].set(xlabel="TV distance to the nearest training client", ylabel="novel client's test accuracy",
+                title="Figure 7: pFedHN, novel clients")  # fmt: skip
+    fig.tight_layout()
+    return fig
+
+
+def fig2_means(novel: pd.DataFrame) -> pd.DataFrame:
+    """Figure 2's means per method and α: TV to the nearest training client, gap, novel accuracy."""
+    return (
+        novel.groupby(["method", "alpha"])
+        .agg(TV=("TV to nearest", "mean"), gap=("gap", "mean"), acc_novel=("acc_novel", "mean"))
+        .reset_index()
+    )
+
+
+def draw_fig3(mix, client_classes, class_names, seed: int):
+    """Figure 3: each client's accuracy (rows) with each client's feature extractor (columns),
+    row-normalised; the clients labelled by their classes."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    mix = np.array(mix)
+    norm = (mix - mix.min(1, keepdims=True)) / np.maximum(np.ptp(mix, 1, keepdims=True), 1e-9)
+    short = [c.split("/")[0] for c in class_names]
+    labels = [" & ".join(short[c] for c in cl) for cl in client_classes]
+    fig, ax = plt.subplots(figsize=(8.5, 7))
+    sns.heatmap(norm, annot=True, fmt=".2f", cmap="viridis", xticklabels=labels, yticklabels=labels, ax=ax)
+    ax.set_xlabel("feature extractor θ_j of client j")
+    ax.set_ylabel("client i (classifier ω_i, test data)")
+    ax.set_title(f"Figure 3 (seed {seed}), row-normalised")
+    return fig
+
+
+def draw_fig4(emb: dict, group_names, seed: int):
+    """Figure 4: a t-SNE panel per set of client embeddings, coloured by each client's garment group."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    from sklearn.manifold import TSNE
+
+    fig, axes = plt.subplots(1, len(emb), figsize=(3.2 * len(emb), 3.4))
+    for ax, (k, E) in zip(axes, emb.items()):
+        xy = TSNE(n_components=2, perplexity=min(10, len(E) - 1), random_state=0, init="pca").fit_transform(E)
+        sns.scatterplot(x=xy[:, 0], y=xy[:, 1], hue=list(group_names), s=45, ax=ax, legend=ax is axes[-1])
+        ax.set(title=k, xticks=[], yticks=[])  # t-SNE's axes carry no unit
+    axes[-1].legend(fontsize=10, loc="best")
+    fig.suptitle(f"t-SNE of the client embeddings, seed {seed}", y=1.02)
+    fig.tight_layout()
+    return fig
+
+
+def draw_fig56(res, arms5, arms6a, arms6b):
+    """Figures 5 and 6: accuracy by round per number of local steps K, and the final accuracy (mean
+    and 95 % interval over seeds) by embedding size and by hidden layers."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    h, fin = res.history(), res.finals()
+    fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.6), gridspec_kw={"width_ratios": [1.4, 1, 1]})
+    sns.lineplot(data=h[h.arm.isin(arms5)], x="round", y="mean_acc", hue="arm", marker="o", palette="viridis",
+                 ax=axes[0])  # fmt: skip
+    axes[0].set(title="Fig. 5: local steps K", ylabel="mean test accuracy (%)")
+    axes[0].legend(fontsize=10)
+    for ax, group, title in ((axes[1], arms6a, "Fig. 6a: embedding size"), (axes[2], arms6b, "Fig. 6b: hidden layers")):
+        d = fin[fin.arm.isin(group)]
+        d = d.assign(value=d.arm.str.split("=").str[1])  # the option's value: the panel's title names the option
+        sns.pointplot(data=d, x="value", y="mean_acc", color="tab:red", errorbar=("ci", 95), linestyles="none", ax=ax)
+        ax.set(title=title, xlabel="", ylabel="")  # mean and 95 % interval over seeds, not bars from zero
+    fig.tight_layout()
+    return fig
+
+
+def draw_claims(claims):
+    """The claims plot (:func:`pflkit.plots.claims_plot`), or a one-line figure saying that no claim
+    has an interval at this profile."""
+    import matplotlib.pyplot as plt
+
+    fig = claims_plot(claims)
+    if fig is None:
+        fig = plt.figure(figsize=(6.8, 0.6))
+        fig.text(0.5, 0.5, "no claim has an interval at this profile", ha="center", fontsize=12)
+    return fig
+
+
+def draw_curves(t1: dict, t1_arms: dict):
+    """Table 1's curves: per client count, every arm's accuracy by client updates (left) and the
+    hypernetworks' by hypernetwork steps (right), one colour per arm in every panel."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    hist = pd.concat([with_budget(t1[n], t1_arms[n]).assign(clients=n) for n in t1])
+    colours = arm_palette(hist["arm"])
+    fig, axes = plt.subplots(len(t1), 2, figsize=(9.5, 3.1 * len(t1) + 1.2), squeeze=False, sharey="row")
+    for j, (n, d) in enumerate(hist.groupby("clients")):
+        sns.lineplot(data=d, x="client updates", y="mean_acc", hue="arm", palette=colours, ax=axes[j, 0], legend=False)
+        axes[j, 0].set(title=f"{n} clients", ylabel="mean test accuracy (%)")  # mean over seeds, 95 % band
+        hn = d[d.arm.str.startswith("pFedHN")]
+        sns.lineplot(data=hn, x="server steps", y="mean_acc", hue="arm", palette=colours, ax=axes[j, 1], legend=False)
+        axes[j, 1].set(title=f"{n} clients: hypernetwork steps", xlabel="hypernetwork steps")
+    handles = [plt.Line2D([], [], color=c, label=a) for a, c in colours.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=10, frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
+
+
+def table1_arms(table1_config, counts, methods, only_smallest, name, *, averaged, averaged_clients, no_clip) -> dict:
+    """Table 1's arms per client count: every method of ``methods`` (those of ``only_smallest`` at the
+    first count only), named by ``name``; at the first count also Algorithm 1 against the averaging
+    option (``averaged``, ``averaged_clients`` per step, at equal client updates) and pFedHN without
+    the client clip (``no_clip``)."""
+    arms = {}
+    for n in counts:
+        arms[n] = {name(m): table1_config(m, n) for m in methods if n == counts[0] or m not in only_smallest}
+        if n == counts[0]:
+            arms[n][averaged] = table1_config("pfedhn", n, per_round=averaged_clients)
+            arms[n][no_clip] = dataclasses.replace(table1_config("pfedhn", n), grad_clip=0.0)
+    return arms
+
+
+def headroom_config(table1_config, method, n0: int, classes: int, per_client: int, **fields):
+    """Table 1's run of ``method`` on ``n0`` clients, on ``classes`` classes per client and
+    ``per_client`` training images per client (a stratified subset of the training set)."""
+    cfg = table1_config(method, n0)
+    return dataclasses.replace(cfg, classes_per_client=classes, train_images=n0 * per_client, **fields)
+
+
+def headroom_pilot_grid(table1_config, n0: int, classes, images, *, updates: int, per_round: int, evals: int):
+    """The pilot of Local on every ``classes`` × ``images`` (per client) split: ``updates`` client
+    updates, ``per_round`` clients a round, ``evals`` evaluations."""
+    rounds = max(1, updates // per_round)
+    return {
+        f"{c} classes, {k} images": headroom_config(
+            table1_config, "local", n0, c, k, rounds=rounds, eval_every=max(1, rounds // evals)
+        )
+        for c in classes
+        for k in images
+    }
+
+
+C5_ARMS = ("trainable v_i (dim 10)", "fixed v_i = p̂_i")  # App. C.5's arms
+
+
+def c5_summary(res, paper, text: str, margin: float, plan):
+    """App. C.5's claim (fixed − trainable embeddings), the extra upload of the histograms in bytes
+    per run, and the table of the paper's CIFAR-10 numbers beside ours."""
+    trainable, fixed = C5_ARMS
+    fin = res.finals().groupby("arm")["MB_up"].mean()
+    extra = 1e6 * (fin[fixed] - fin[trainable])
+    pub = paper[paper.table == "Appendix C.5"].set_index("setting")["value"]
+    paper_c5 = f"{pub['50 clients / fixed embedding'] - pub['50 clients / trainable embedding']:+.1f} (CIFAR-10)"
+    row = claim(text, res, fixed, trainable, margin=margin, paper=paper_c5, plan=plan)
+    published = {trainable: pub["50 clients / trainable embedding"], fixed: pub["50 clients / fixed embedding"]}
+    return row, extra, paper_vs_ours(res, published, label="paper CIFAR-10")
+
+
+def steps_text(arms: dict, updates: int, averaged: str, per_round: int) -> str:
+    """How many hypernetwork steps and baseline rounds Table 1's arms (at one count) took."""
+    steps = {a: c.rounds for a, c in arms.items() if a.startswith("pFedHN")}
+    return (
+        f"pFedHN and pFedHN-PC took {steps['pFedHN']} hypernetwork steps on {updates} client updates; "
+        f"the averaging option took {steps[averaged]} steps on the same {updates} updates. "
+        f"The baselines ran {arms['FedAvg'].rounds} rounds of {per_round} clients."
+    )
+
+
+def comm_text(n0: int, n_hn: int, comm: pd.DataFrame) -> str:
+    """The hypernetwork's size and pFedHN-PC's message size."""
+    return (
+        f"Hypernetwork parameters (pFedHN-PC, {n0} clients): {n_hn:,}; "
+        f"pFedHN-PC's message (the feature extractor only): {comm.loc['pFedHN-PC', 'KB per message']:.0f} KB."
+    )
+
+
+def mix_text(v_mix: str, mech_pc: dict) -> str:
+    """Figure 3's own-minus-other difference on Table 1's saturated runs, and where the claim is judged."""
+    return (
+        f"Own feature extractor minus another client's, raw accuracy, on these saturated runs: {v_mix}. The claim "
+        f"is judged where Table 1 has the paper's headroom ({mech_pc['claim'].split(': ', 1)[0]} in the claims "
+        f"table): {say(mech_pc)}."
+    )
+
+
+def budget_intro(extend_cap: int) -> str:
+    """The sentence above Table 2's budget table on the headroom split."""
+    return (
+        f"**Budget of Table 2's arms** on this split: rounds run (a multiple of the first budget; an arm still "
+        f"improving ran on with twice the rounds, at most {extend_cap}×), and the last fifth's validation gain "
+        "(mean over seeds; still improving above 1 point):"
+    )
+
+
+def plans_intro(pilot_seeds: str, cap: int) -> str:
+    """The sentence above the seed plans of every section (``pilot_seeds``: e.g. "3 seeds")."""
+    return (
+        f"**The seed plans** (the [rule](verdict-rule)'s step 5), from each section's pilot of {pilot_seeds}, "
+        f"at most {cap} seeds a claim; a section's arms ran to the largest plan among its claims, or its claim's "
+        "arms to their own."
+    )
