@@ -695,6 +695,7 @@ def test_comm_table_and_c5_summary_read_the_finals():
     )
     comm = ch.comm_table(res, updates=4)
     assert comm.loc[fixed, "KB per message"] == pytest.approx(1e3 * 3000 / 1e6 / 4)
+    assert list(comm.columns) == ["MB up", "MB down", "KB per message"] and comm.index.name == "method"
     paper = pd.DataFrame({"table": ["Appendix C.5"] * 2, "setting": ["50 clients / fixed embedding", "50 clients / trainable embedding"],
                           "value": [84.0, 83.5]})  # fmt: skip
     row, extra, table = ch.c5_summary(res, paper, "C.5 claim", 2.0, None)

@@ -868,7 +868,8 @@ def comm_table(res, updates: int) -> pd.DataFrame:
     """Mean MB up and down per arm, and KB per message (every arm: ``updates`` replies)."""
     comm = res.finals().groupby("arm")[["MB_up", "MB_down"]].mean()
     comm["KB per message"] = 1e3 * comm["MB_down"] / updates
-    return comm
+    comm.index.name = "method"
+    return comm.rename(columns={"MB_up": "MB up", "MB_down": "MB down"})
 
 
 def tally(claims) -> str:
