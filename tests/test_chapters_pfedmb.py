@@ -533,3 +533,54 @@ def test_pair_arms_and_the_eq6_control_switch_only_the_averaging():
     )
     assert of == {"S": f"S · {PFEDMB} (eq. 6)"} and "eq. 5" in text["S"]
     assert ctrl[of["S"]].options["alpha_weighted"] is False and ctrl[of["S"]].options["branches"] == 5
+
+
+def test_every_section_reads_only_names_the_notebook_defined_before_it():
+    """The sections read the notebook's values by name (``_take``, None where absent): each name a section
+    reads must be bound by an earlier cell of book/pfedmb.ipynb (or the same cell, before the call)."""
+    import ast
+    import inspect
+    import json
+    import re
+    from pathlib import Path
+
+    import pflkit.chapters.pfedmb as chapter
+
+    nb = json.loads((Path(__file__).parents[1] / "book" / "pfedmb.ipynb").read_text())
+    bound, called = {"glue"}, []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for stmt in ast.parse("".join(cell["source"])).body:
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Call) and any(isinstance(a, ast.Call) and getattr(a.func, "id", "") ==
+                                                      "globals" for a in node.args):  # fmt: skip
+                    fn = getattr(chapter, node.func.id)
+                    taken = set(" ".join(re.findall(r'_take\(\s*ns,\s*"([^"]*)"', inspect.getsource(fn))).split())
+                    if fn is chapter.glue_texts:
+                        taken |= set(chapter.PROSE_NAMES)
+                    assert taken <= bound, (node.func.id, sorted(taken - bound))
+                    called.append(node.func.id)
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    bound.add(node.id)
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+                elif isinstance(node, ast.FunctionDef):
+                    bound.add(node.name)
+    assert {"closing_summary", "glue_texts", "table2_plan", "draw_fig3"} <= set(called)
+
+
+def test_deviations_table_lists_the_baselines_options_in_words(monkeypatch):
+    import pflkit.chapters.pfedmb as chapter
+
+    shown = []
+    monkeypatch.setattr(chapter, "display", lambda *a: shown.extend(a))
+    picks = {
+        "S": {PFEDMB: tiny_config(method="pfedmb"), "FedProx": tiny_config(method="fedprox", options={"mu": 0.25})}
+    }
+    chapter.deviations_table({"PFEDMB": PFEDMB, "PICKS": picks, "TABLE2_SETTINGS": ["S"]})
+    assert "(S;" in shown[0].data
+    table = shown[1]
+    assert table.loc[("FedProx", "proximal weight μ"), "value"] == "0.25"
+    assert PFEDMB not in table.index.get_level_values("method")
