@@ -467,3 +467,120 @@ def test_say_wraps_a_printed_note_to_the_column(capsys):
     assert lines[1].startswith("  ")  # a wrapped line is indented
     say("a\n\nb")
     assert capsys.readouterr().out == "a\n\nb\n"
+
+
+# ----------------------------------------------------------------------------- the notebook's sections
+
+
+def test_take_reads_the_namespace_by_name():
+    from pflkit.chapters.pfedmb import _take
+
+    assert _take({"a": 1, "b": [2]}, "b a c") == [[2], 1, None]
+
+
+def test_table2_settings_builds_the_settings_and_the_papers_gap():
+    from pflkit.chapters.pfedmb import table2_settings
+
+    paper = pd.DataFrame(
+        [
+            ("Table II", "CIFAR10", "Dirichlet 0.4 / 15 clients", "pFedMB", 70.0),
+            ("Table II", "CIFAR10", "Dirichlet 0.4 / 15 clients", "FedAvg", 72.5),
+            ("Table II", "CIFAR10", "random 2 classes / 15 clients", "pFedMB", 90.0),
+            ("Table II", "CIFAR10", "random 2 classes / 15 clients", "FedAvg", 85.0),
+            ("Table I", "CIFAR10", "pairs", "pFedMB", 1.0),
+        ],
+        columns=["table", "dataset", "setting", "method", "value"],
+    )
+    ns = dict(
+        CLIENT_SETUPS=((15, 1.0), (50, 0.2)), K_CLASSES=3, paper=paper, BRANCH_CHOICES=[2, 5],
+        TABLE2_SETTINGS=["Dirichlet 0.4 / 15 clients", "random 2 classes / 15 clients"],
+        FIG5_SETTING="Dirichlet 0.4 / 50 clients", FIG5_BRANCHES=[2, 5, 10, 20],
+    )  # fmt: skip
+    baselines, headline, others, gap, settings, branch_choices, _ = table2_settings(ns)
+    assert len(settings) == 6 and settings["random 3 classes / 50 clients"]["cfg"]["sample_rate"] == 0.2
+    assert settings["random 3 classes / 15 clients"]["paper"][0] == "CIFAR100"
+    assert headline == ["Dirichlet 0.4 / 15 clients"]
+    assert baselines[-1] == "local" and others[-1] == display_name("local")
+    assert gap[("CIFAR10", "Dirichlet 0.4 / 15 clients")] == -2.5
+    assert gap[("CIFAR10", "random 2 classes / 15 clients")] == 5.0
+    assert branch_choices("Dirichlet 0.4 / 50 clients") == [2, 5, 10, 20]
+    assert branch_choices("Dirichlet 0.4 / 15 clients") == [2, 5]
+
+
+def test_t2_cap_text_says_what_the_cap_does():
+    from pflkit.chapters.pfedmb import SEED_CAP, t2_cap_text
+
+    (capped,) = t2_cap_text({"TABLE2_RUN": SEED_CAP - 1})
+    assert f"at most {SEED_CAP - 1}" in capped and f"runs {SEED_CAP - 1} and" in capped
+    (full,) = t2_cap_text({"TABLE2_RUN": SEED_CAP})
+    assert full.endswith(f"at most {SEED_CAP}")
+
+
+def test_pair_arms_and_the_eq6_control_switch_only_the_averaging():
+    from pflkit.chapters.pfedmb import eq6_control_arms, pair_arms_of
+
+    mb = tiny_config(method="pfedmb", options={"branches": 5, "scale_init": True, "alpha_lr": 0.1})
+    pick = {PFEDMB: mb, "FedAvg": tiny_config(method="fedavg"), "Local": tiny_config(method="local")}
+    alt, eq5, eq6, chosen, main, scaled, arms = pair_arms_of({"PAIR_ROUNDS": 10, "PFEDMB": PFEDMB, "pair_pick": pick})
+    assert scaled is True and alt == ", branches as drawn" and chosen is mb
+    assert main == ["Local", "FedAvg", eq6, eq5] and eq5 == PFEDMB
+    assert arms[eq5].options["alpha_weighted"] is True and arms[eq6].options["alpha_weighted"] is False
+    assert arms[eq5 + alt].options["scale_init"] is False and arms[eq5 + alt].eval_every == eval_every(10)
+    assert arms[eq5].rounds == 10 and arms[eq5].eval_every == 1 and arms["Local"].method == "local"
+    set_arms = {"S · pFedMB B=5": arms[eq5]}
+    text, of, ctrl = eq6_control_arms(
+        {"HEADLINE": ["S"], "PFEDMB": PFEDMB, "arm_of": lambda n, r: f"{n} · pFedMB B=5", "set_arms": set_arms}
+    )
+    assert of == {"S": f"S · {PFEDMB} (eq. 6)"} and "eq. 5" in text["S"]
+    assert ctrl[of["S"]].options["alpha_weighted"] is False and ctrl[of["S"]].options["branches"] == 5
+
+
+def test_every_section_reads_only_names_the_notebook_defined_before_it():
+    """The sections read the notebook's values by name (``_take``, None where absent): each name a section
+    reads must be bound by an earlier cell of book/pfedmb.ipynb (or the same cell, before the call)."""
+    import ast
+    import inspect
+    import json
+    import re
+    from pathlib import Path
+
+    import pflkit.chapters.pfedmb as chapter
+
+    nb = json.loads((Path(__file__).parents[1] / "book" / "pfedmb.ipynb").read_text())
+    bound, called = {"glue"}, []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for stmt in ast.parse("".join(cell["source"])).body:
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Call) and any(isinstance(a, ast.Call) and getattr(a.func, "id", "") ==
+                                                      "globals" for a in node.args):  # fmt: skip
+                    fn = getattr(chapter, node.func.id)
+                    taken = set(" ".join(re.findall(r'_take\(\s*ns,\s*"([^"]*)"', inspect.getsource(fn))).split())
+                    if fn is chapter.glue_texts:
+                        taken |= set(chapter.PROSE_NAMES)
+                    assert taken <= bound, (node.func.id, sorted(taken - bound))
+                    called.append(node.func.id)
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    bound.add(node.id)
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+                elif isinstance(node, ast.FunctionDef):
+                    bound.add(node.name)
+    assert {"closing_summary", "glue_texts", "table2_plan", "draw_fig3"} <= set(called)
+
+
+def test_deviations_table_lists_the_baselines_options_in_words(monkeypatch):
+    import pflkit.chapters.pfedmb as chapter
+
+    shown = []
+    monkeypatch.setattr(chapter, "display", lambda *a: shown.extend(a))
+    picks = {
+        "S": {PFEDMB: tiny_config(method="pfedmb"), "FedProx": tiny_config(method="fedprox", options={"mu": 0.25})}
+    }
+    chapter.deviations_table({"PFEDMB": PFEDMB, "PICKS": picks, "TABLE2_SETTINGS": ["S"]})
+    assert "(S;" in shown[0].data
+    table = shown[1]
+    assert table.loc[("FedProx", "proximal weight μ"), "value"] == "0.25"
+    assert PFEDMB not in table.index.get_level_values("method")
