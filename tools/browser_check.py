@@ -365,7 +365,7 @@ def main() -> int:
         print(line)
     if SCREENS:
         print(f"screens of {MAIN_SCREEN} px per chapter, main path (before 'Laboratory notes') / page: "
-              + ", ".join(f"{c} {m:.0f}/{n:.0f}" for c, (m, n) in SCREENS.items()))  # fmt: skip
+              + ", ".join(f"{c} {m:.1f}/{n:.0f}" for c, (m, n) in SCREENS.items()))  # fmt: skip
     print(
         f"browser check: {len(pages)} pages, {len(problems)} problem(s), offline, {time.perf_counter() - t0:.0f} s; "
         f"screenshots in {args.screenshots}"

@@ -712,6 +712,15 @@ def say(*parts, width: int = 76) -> None:
 
 
 # ----------------------------------------------------------------------------- the notebook's sections
+def _glue_figure(name: str) -> None:
+    """Glue the current figure under ``name`` for a ``{glue:figure}`` with its caption, and close it."""
+    from myst_nb import glue
+
+    fig = plt.gcf()
+    glue(name, fig, display=False)
+    plt.close(fig)
+
+
 def _take(ns: dict, names: str) -> list:
     """The values of ``names`` (space-separated) in the notebook's namespace ``ns`` (None where absent)."""
     return [ns.get(n) for n in names.split()]
@@ -1883,7 +1892,7 @@ def draw_alpha_similarity(ns: dict) -> None:
         title=f"cosine similarity of α: within vs across pairs ({seeds_text(len(PAIR_SEEDS))}, band: range)",
     )
     ax.legend(fontsize=8)
-    plt.show()
+    _glue_figure("pfedmb_alpha_similarity")  # shown in the notes with its caption
     summary3 = last[["within", "across", "gap", "pairs on one branch", "distinct branches", "mean max α"]]
     display(summary3.groupby("variant").mean().round(3).T, Markdown(ROUND1))
 
@@ -1923,7 +1932,7 @@ def implicit_similarity(ns: dict) -> None:
         )
         ax.set(title=f"C, {title}", xlabel="client j (uploads)", ylabel="client i")
     plt.tight_layout()
-    plt.show()
+    _glue_figure("pfedmb_collaboration")  # shown in the notes with its caption
     say(
         f"weight a client gives its own pair (itself + partner): eq. 5 {mass[EQ5]:.2f}, eq. 6 {mass[EQ6]:.2f} "
         f"(uniform weights: {same_pair.sum() / len(n_i) ** 2:.2f})"
@@ -2118,7 +2127,7 @@ def amp_ifca_notes(ns: dict):
     ax.set(xlabel="round", ylabel="ξ_ii", ylim=(-0.03, 1.03),
            title="FedAMP's self-weight ξ_ii in every round (line: mean over clients; band: least to most)")  # fmt: skip
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(TABLE2_SETTINGS))
-    plt.show()
+    _glue_figure("pfedmb_amp_selfweight")  # shown in the notes with its caption
     display(
         amp_end.round(3).rename(
             columns={"self": "self-weight ξ_ii", "peak": "attention peak (× uniform)", "d2": "median squared distance"}
