@@ -1302,13 +1302,16 @@ def style_page() -> None:
 
 
 def glue_figure(name: str, fig) -> None:
-    """Glue a figure for a ``{glue:figure}`` directive and close it (nothing when ``fig`` is None)."""
+    """Glue a figure (or what stands in its place) for a ``{glue:figure}`` directive and close it (nothing
+    when ``fig`` is None)."""
     import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     from myst_nb import glue
 
     if fig is not None:
         glue(name, fig)
-        plt.close(fig)
+        if isinstance(fig, Figure):
+            plt.close(fig)
 
 
 def foreign_images(source: str, public_images: int) -> int:
