@@ -108,6 +108,20 @@ def glance(data) -> pd.DataFrame:
     return out[list(GLANCE)].rename(columns=GLANCE).reset_index(drop=True)
 
 
+def claims_tally(claims: list[dict]) -> str:
+    """The sentence under a claims table: the claims counted by verdict word, and how many rest on runs
+    still improving at the end of their budget."""
+    import pandas as pd
+
+    words = pd.Series([r["verdict"] for r in claims]).value_counts().items()
+    limited = sum(r["budget"] == "budget-limited" for r in claims)
+    return (
+        f"{len(claims)} claims: "
+        + ", ".join(f"{n} {w}" for w, n in words)
+        + f"; {limited} of them rest on runs still improving at the end of their budget."
+    )
+
+
 def compact_flag(flag: str) -> str:
     """A flag as a glance cell says it: the budget flag keeps how far its arms still rose, not their
     names ("budget-limited (FedAvg +1.2, Local +1.1 points over the last fifth)" → "budget-limited

@@ -1227,13 +1227,10 @@ def figure5_claims(d: dict, homog_label: str) -> list[dict]:
 
 def claims_summary(claims: list[dict], n_runs: int, hours: float) -> str:
     """The sentence under the claims table: the verdicts' counts, the budget-limited ones, the runs and CPU-hours."""
-    words = pd.Series([r["verdict"] for r in claims]).value_counts()
-    limited = sum(r["budget"] == "budget-limited" for r in claims)
-    return (
-        f"{len(claims)} claims: "
-        + ", ".join(f"{n} {w}" for w, n in words.items())
-        + f"; {limited} of them rest on runs still improving at the end of their budget. The {n_runs} runs"
-        + f" behind this page took {hours:.2f} CPU-hours (process CPU time, as measured where each ran)."
+    from ..pages import claims_tally
+
+    return claims_tally(claims) + (
+        f" The {n_runs} runs behind this page took {hours:.2f} CPU-hours (process CPU time, as measured where each ran)."
     )
 
 

@@ -17,6 +17,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from ..engine import Federation, build
 from ..federated import evaluate
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
+from ..pages import claims_tally as tally  # noqa: F401  (the sentence under the claims table)
 from ..partitions import total_variation
 from ..plots import arm_palette, claims_plot  # importing it shows a notebook's figures with their text size
 from ..results import absent_rival, margin_text
@@ -870,17 +871,6 @@ def comm_table(res, updates: int) -> pd.DataFrame:
     comm["KB per message"] = 1e3 * comm["MB_down"] / updates
     comm.index.name = "method"
     return comm.rename(columns={"MB_up": "MB up", "MB_down": "MB down"})
-
-
-def tally(claims) -> str:
-    """The count of the claims by verdict word, and how many rest on runs still improving."""
-    words = pd.Series([r["verdict"] for r in claims]).value_counts()
-    limited = sum(r["budget"] == "budget-limited" for r in claims)
-    return (
-        f"{len(claims)} claims: "
-        + ", ".join(f"{n} {w}" for w, n in words.items())
-        + f"; {limited} of them rest on runs still improving at the end of their budget."
-    )
 
 
 def glue_params(g: dict, prop1: dict, extra: dict) -> dict:
