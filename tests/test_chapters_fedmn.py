@@ -288,6 +288,12 @@ def test_lead_text_follows_the_mechanism():
         "It sends 2.5× FedAvg's bytes; Figure 2's +17.5 points over FedAvg hold without routing (+16.9)."
     )
     assert why.startswith("one decision for every client (swap test +0.0)")
+    assert "0.33 → 0.04), clients' decisions started apart end alike (their logits' spread falls to at most 0.05 of its " \
+        "start), and" in lead_text(m | {"apart": 0.05})[0]  # fmt: skip
+    assert (
+        "but decisions started apart stay apart (their logits' spread ends at up to 0.5"
+        in lead_text(m | {"apart": 0.5})[0]
+    )
     lead, why = lead_text(m | {"inert": False, "swap": 2.0, "swap_ours": "+2.0"})
     assert "worth +2.0 points against another group's" in lead and why.endswith("+2.0 against another group's")
 
@@ -336,18 +342,27 @@ def test_routing_table_and_ari_table_read_each_seeds_last_probe():
 
 
 def test_router_changes_put_the_tuned_arm_first():
-    from pflkit.chapters.fedmn import router_changes
+    from pflkit.chapters.fedmn import router_changes, router_text
 
     def probe(gap, sd, last=False):
         p = {"gap": gap, "label_share": 0.2, "g_sd": sd}
         return p | ({"active": [[1, 1], [1, 0]], "swap": [[0.5, 0.5]] * 2} if last else {})
 
+    started = {2: probe(0.6, 2.0), 3: probe(0.5, 0.9) | {"g_sd_apart": 1.5}, 4: probe(0.05, 0.1, True)}
     result = _Result({("B", 0): {2: probe(0.5, 1.0), 4: probe(0.3, 0.5, True)},
-                      ("A", 0): {2: probe(0.6, 2.0), 4: probe(0.06, 0.2, True)}}, rounds=4)  # fmt: skip
+                      ("A", 0): {2: probe(0.6, 2.0), 4: probe(0.06, 0.2, True)}, ("C", 0): started}, rounds=4)  # fmt: skip
     table, first, last = router_changes(result, "A", 4)
-    assert list(table.index) == [("tuned", 0), ("network's", 0)]
-    assert table.loc[("tuned", 0), "cluster gap"] == "0.600 → 0.060" and table.loc[("tuned", 0), "architectures"] == 2
+    assert list(table.index) == [("tuned step", 0), ("network's step", 0), ("started apart", 0)]
+    assert table.loc[("tuned step", 0), "cluster gap"] == "0.600 → 0.060"
+    assert table.loc[("tuned step", 0), "architectures"] == 2
     assert first.loc[("B", 0), "round"] == 2 and last.loc[("A", 0), "g_sd"] == 0.2
+    # started apart: at the switch, the spread as the server set it apart (not the plain router's 2.0)
+    assert first.loc[("C", 0), "g_sd"] == 1.5 and table.loc[("started apart", 0), "G spread"] == "1.5 → 0.1"
+    text = router_text(first, last, "A", "B", "C")
+    assert (
+        "Started apart (the clients' logits 1.5–1.5 apart at the switch), they end 0.1–0.1 apart, 0.067–0.067" in text
+    )
+    assert text.endswith("embeddings ends at 0.050–0.050.")
 
 
 def test_fig2_points_name_method_blocks_and_parameters():
@@ -457,6 +472,11 @@ def test_oracle_and_departure_claims():
     swap, gain, rate = oracle_claims(oracle, [0.0, 0.01, -0.01])
     assert swap["verdict"] == "reproduces" and gain["verdict"] == "no difference" and rate["verdict"] == "reproduces"
     assert rate["claim"].endswith("(swap test within ±1 point)")
+    *_, apart = oracle_claims(oracle, [0.0, 0.01, -0.01], apart_swap=[3.0, 4.0, 5.0])
+    assert (
+        apart["claim"].startswith("ours: decisions started apart end interchangeable")
+        and apart["verdict"] != "reproduces"
+    )
     diffs = {("paper", "FedMN, softmax decisions"): [1.0, 1.5, 1.2]}
     ari = pd.DataFrame({"paper": [0.5, 0.6, 0.4], "frozen": [0.6, 0.7, 0.5]})
     mech = mechanism("swap", verdict([0.0, 0.0, 0.0]), control="another client's decision")
@@ -626,6 +646,9 @@ def test_oracle_shown_reads_the_switch_and_the_oracles_claims():
     assert shown[0].data == "From the switch (round 12) to the last round (60), per seed:"
     assert "a personal one is worth little over the best shared one" in shown[-1].data  # gain 0.3 < 1 point
     assert len(shown) == 5 and "mean" in shown[3].to_string()  # the oracle with its mean row
+    apart = oracle_shown(pd.DataFrame(), oracle, first, last, 60, "A", "B", (row, row, row, row), 1.0, apart="B")
+    assert "Started apart" in apart[-1].data and apart[-1].data.endswith("; with decisions started apart, **reproduces**, "
+                                                                            "+0.3 [-0.2, +0.8].")  # fmt: skip
 
 
 def _texts(fig) -> set[str]:
@@ -656,8 +679,10 @@ def test_draw_functions_return_figures_with_their_panels_and_labels():
     assert [t.get_text() for t in dec.axes[0].get_yticklabels()] == ["c0 (cluster 0)", "c3 (cluster 0)", "c1 (cluster 1)",
                                                                      "c2 (cluster 1)"]  # fmt: skip
     probe = {"gap": 0.5, "label_share": 0.2, "g_sd": 1.0}
-    trace = ch.draw_router_trace(_Result({("A", 0): {2: probe, 4: probe}, ("B", 0): {2: probe, 4: probe}}, rounds=4))
+    three = {(a, 0): {2: probe, 4: probe} for a in "ABC"}
+    trace = ch.draw_router_trace(_Result(three, rounds=4))
     assert [ax.get_title() for ax in trace.axes] == ["cluster gap", "labels' share", "spread of G"]
-    assert trace.axes[2].get_yscale() == "log" and "tuned router step" in _texts(trace)
+    assert trace.axes[2].get_yscale() == "log" and {"tuned router step", "decisions started apart"} <= _texts(trace)
+    assert [len(ax.get_lines()) for ax in trace.axes] == [3, 3, 3]
     for f in (fig, fig2, split, dec, trace):  # legible at the book's column
         assert shown_text_px(f) >= MIN_TEXT_PX

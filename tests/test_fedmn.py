@@ -433,3 +433,44 @@ def test_the_oracle_fits_decisions_per_group_and_scores_every_client_four_ways(t
                              steps=5)  # fmt: skip
     assert all(0 <= a <= 1 for v in other.values() for a in v)
     assert all(torch.equal(before[k], server.theta[k]) for k in before)  # fitting decisions leaves θ as it was
+
+
+def test_decisions_started_apart_spread_the_logits_and_keep_their_mean(tiny_fed):
+    """start_apart (ours, a control): at the switch every client sends its mean router input first (counted
+    up), and gets h as set apart with every block (counted down); the server gives h a client-specific part
+    from those inputs, so that the clients' logits G_m = W e_m + b spread about ``start_apart`` over the
+    clients on every path while their mean over the clients stays."""
+    apart = cfg_(arch="2,2,2", pretrain_fraction=0.5, start_apart=3.0)  # rounds 0, 1 pretrain; the switch at 2
+    sent = {}
+
+    class Recording(LocalClients):
+        def request(self, calls, rnd):
+            replies = super().request(calls, rnd)
+            sent[rnd] = {cid: tuple(sorted(r)) for cid, r in replies.items()}
+            return replies
+
+        def train(self, calls, rnd):
+            sent[rnd, "down"] = {cid: sorted(m) for cid, (m, _) in calls.items()}
+            return super().train(calls, rnd)
+
+    res = run(apart, tiny_fed(apart), transport=Recording)
+    assert set(sent[2].values()) == {("embedding",)} and set(sent[3].values()) == {("active",)}
+    assert set(map(tuple, sent[2, "down"].values())) == {("blocks", "router_h")}
+    assert res["comm"]["bytes_up"] > 0
+    # the server's part: set_apart on given inputs moves G by a zero-mean, spread-out part
+    _, _, server, _ = build(apart, tiny_fed(apart))
+    e = torch.randn(6, server.theta["router.h.weight"].shape[1])
+    server.embeddings = dict(enumerate(e))
+    w, b = server.theta["router.h.weight"].clone(), server.theta["router.h.bias"].clone()
+    server.set_apart(2)
+    g0, g1 = e @ w.T + b, e @ server.theta["router.h.weight"].T + server.theta["router.h.bias"]
+    assert torch.allclose(g1.mean(0), g0.mean(0), atol=1e-4)  # the mean logits unchanged
+    spread = (g1 - g0).std(0, unbiased=False)  # per path, over the clients
+    assert 1.0 < float(spread.mean()) < 6.0 and server.embeddings == {}
+    assert server.apart_sd == pytest.approx(float(g1.std(0, unbiased=False).mean()), rel=1e-4)
+
+
+def test_a_run_started_apart_resumes_bit_for_bit(tiny_fed, tmp_path):
+    cfg = cfg_(arch="2,2,2", pretrain_fraction=0.5, start_apart=2.0)
+    resumed = killed_and_resumed(cfg, tiny_fed, tmp_path / "ck.pt", kill_round=3)  # past the switch (round 3)
+    assert strip(resumed) == strip(run(cfg, tiny_fed(cfg)))

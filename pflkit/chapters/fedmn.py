@@ -109,6 +109,8 @@ def router_probe(rnd, row, server, clients):
     gaps = [float((a - b).norm()) for i, a in enumerate(means) for b in means[i + 1 :]]
     out = {"gap": float(np.mean(gaps)) if gaps else 0.0, "label_share": float(np.mean(shares)),
            "g_sd": float(torch.stack(logits).std(0, unbiased=False).mean())}  # fmt: skip
+    if getattr(server, "apart_sd", None) is not None:  # decisions started apart: their spread as started
+        out["g_sd_apart"] = server.apart_sd
     if rnd == server.cfg.rounds:
         out |= routing_probe(rnd, row, server, clients)
         partner = swap_partners(groups)
@@ -123,10 +125,17 @@ ORACLE = ("router's decision", "best common", "own cluster's", "partner cluster'
 
 def router_trace(result, arm: str) -> pd.DataFrame:
     """:func:`router_probe`'s per-round record of every seed of ``arm``: seed, round, gap, label
-    share and the logits' spread over clients."""
-    rows = [{"seed": s, "round": r, **{k: p[k] for k in ("gap", "label_share", "g_sd")}}
-            for (a, s) in result.records if a == arm for r, p in sorted(result.probes(a, s).items())
-            if p and "g_sd" in p]  # fmt: skip
+    share and the logits' spread over clients.  A run whose decisions started apart (``start_apart``)
+    has at the switch the spread as the server set it apart (its router before that is the plain run's)."""
+    rows = []
+    for a, s in result.records:
+        if a != arm:
+            continue
+        probes = [(r, p) for r, p in sorted(result.probes(a, s).items()) if p and "g_sd" in p]
+        apart = next((p["g_sd_apart"] for _, p in probes if "g_sd_apart" in p), None)
+        for i, (r, p) in enumerate(probes):
+            row = {"seed": s, "round": r, **{k: p[k] for k in ("gap", "label_share", "g_sd")}}
+            rows.append(row | ({"g_sd": apart} if i == 0 and apart is not None else {}))
     return pd.DataFrame(rows, columns=["seed", "round", "gap", "label_share", "g_sd"])
 
 
@@ -392,18 +401,27 @@ def change_row(first, last, architectures: int, swap: float) -> dict:
     }
 
 
-def router_text(first: pd.DataFrame, last: pd.DataFrame, tuned: str, rate: str) -> str:
+def router_text(first: pd.DataFrame, last: pd.DataFrame, tuned: str, rate: str, apart: str | None = None) -> str:
     """How the router's input and logits change from the switch to the last round, with the tuned router
-    step (arm ``tuned``) and at the network's (arm ``rate``); ``first``, ``last``: :func:`router_trace`'s
-    rows at both ends indexed by (arm, seed)."""
+    step (arm ``tuned``), at the network's (arm ``rate``) and, given, with decisions started apart (arm
+    ``apart``); ``first``, ``last``: :func:`router_trace`'s rows at both ends indexed by (arm, seed)."""
     shrink = (last.g_sd / first.g_sd).groupby(level="arm").agg(["min", "max"])
     f, e, r = first.loc[tuned].gap, last.loc[tuned].gap, last.loc[rate].gap
-    return (
+    text = (
         f"From the switch to the last round the gap between the clusters' mean embeddings goes from {f.min():.2f}–"
         f"{f.max():.2f} to {e.min():.3f}–{e.max():.3f} with the tuned router step, and to {r.min():.2f}–{r.max():.2f} "
         f"at the network's; the clients' logits end {shrink.loc[tuned, 'min']:.2g}–{shrink.loc[tuned, 'max']:.2g} "
         f"times as far apart as at the switch (at the network's step size {shrink.loc[rate, 'min']:.2g}–"
         f"{shrink.loc[rate, 'max']:.2g} times)."
+    )
+    if apart is None:
+        return text
+    a0, a1 = first.loc[apart].g_sd, last.loc[apart].g_sd
+    return text + (
+        f" Started apart (the clients' logits {a0.min():.2g}–{a0.max():.2g} apart at the switch), they end "
+        f"{a1.min():.2g}–{a1.max():.2g} apart, {shrink.loc[apart, 'min']:.2g}–{shrink.loc[apart, 'max']:.2g} times "
+        f"their start, and the gap between the clusters' embeddings ends at {last.loc[apart].gap.min():.3f}–"
+        f"{last.loc[apart].gap.max():.3f}."
     )
 
 
@@ -531,17 +549,23 @@ def lead_text(m: dict) -> tuple[str, str]:
     (``m``: ``inert`` (the swap test finds the decisions interchangeable), ``swap`` (its mean, points),
     ``swap_ours`` (its interval as printed), ``g_sd`` (the logits' spread over clients at the last
     round), ``in_use`` (share of blocks in use), ``gap`` (the cluster gap at the switch and at the end),
-    ``gain`` (a fitted per-cluster decision over the best common one, points), ``bytes`` (FedMN's
+    ``gain`` (a fitted per-cluster decision over the best common one, points), optionally ``apart``
+    (decisions started apart: the logits' spread at the end over its start, the largest seed), ``bytes`` (FedMN's
     upload / FedAvg's), ``f2`` and ``f2_flat`` (Figure 2's gain over FedAvg with and without
     routing, points))."""
     gap = f"{m['gap'][0]:.2f} → {m['gap'][1]:.2f}"
     if m["inert"]:
         use = "every block stays in use" if m["in_use"] > 0.999 else f"{m['in_use']:.0%} of the blocks stay in use"
+        apart = ""
+        if "apart" in m:  # decisions started apart: their logits' spread at the end over its start (largest seed)
+            apart = (f", clients' decisions started apart end alike (their logits' spread falls to at most {m['apart']:.2g} "
+                     "of its start)" if m["apart"] < 0.1 else f", but decisions started apart stay apart (their logits' "
+                     f"spread ends at up to {m['apart']:.2g} of its start)")  # fmt: skip
         first = (
             f"At the last round the router's logits differ between clients by {m['g_sd']:.2g} (spread over clients) and "
             f"{use}: FedMN does not personalise here. The router's input loses the label clusters during training (gap "
-            f"between their mean embeddings {gap}), and on the trained network a decision fitted per cluster would gain "
-            f"{m['gain']:+.1f} points over the best common one."
+            f"between their mean embeddings {gap}){apart}, and on the trained network a decision fitted per cluster "
+            f"would gain {m['gain']:+.1f} points over the best common one."
         )
         why = (
             f"one decision for every client (swap test {m['swap_ours']}): the router's input loses the clusters (gap "
@@ -579,20 +603,24 @@ def routing_table(result, arm: str, seeds, groups: dict, k: int, rounds: int) ->
     return pd.DataFrame(rows).set_index("seed")
 
 
+ROUTER_RUNS = ("tuned step", "network's step", "started apart")  # the router section's runs, as its table names them
+
+
 def router_changes(result, tuned: str, rounds: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The router's change from the switch to the last round, per arm and seed (the arm ``tuned`` first,
-    then by seed): :func:`change_row` of each run, and :func:`router_trace`'s rows at both ends (indexed
-    by arm and seed)."""
+    then the others in ``result``'s order, named by :data:`ROUTER_RUNS`): :func:`change_row` of each run,
+    and :func:`router_trace`'s rows at both ends (indexed by arm and seed)."""
     trace = pd.concat([router_trace(result, a).assign(arm=a) for a in result.arms], ignore_index=True)
     ends = trace.sort_values("round").groupby(["arm", "seed"], sort=False)
     first, last = ends.first(), ends.last()
     rows = []
-    for (a, s), f in sorted(first.iterrows(), key=lambda t: (t[0][0] != tuned, t[0][1])):
+    order = [tuned] + [a for a in result.arms if a != tuned]
+    for (a, s), f in sorted(first.iterrows(), key=lambda t: (order.index(t[0][0]), t[0][1])):
         active = result.probes(a, s).get(rounds)["active"]
         swap = float(swap_gain(result, a, rounds).get(s, np.nan))
-        rows.append({"router step": "tuned" if a == tuned else "network's", "seed": s,
+        rows.append({"run": ROUTER_RUNS[order.index(a)], "seed": s,
                      **change_row(f, last.loc[(a, s)], len({tuple(r) for r in active}), swap)})  # fmt: skip
-    return pd.DataFrame(rows).set_index(["router step", "seed"]), first, last
+    return pd.DataFrame(rows).set_index(["run", "seed"]), first, last
 
 
 def ari_table(result, arms, groups: dict, k: int, rounds: int) -> pd.DataFrame:
@@ -765,11 +793,11 @@ def routing_claims(ari, spread: float, mech: dict, spread_diffs, step: pd.DataFr
     return [row_ari, row_step]
 
 
-def oracle_claims(oracle: pd.DataFrame, rate_swap, resolution: float = 1.0) -> list[dict]:
+def oracle_claims(oracle: pd.DataFrame, rate_swap, resolution: float = 1.0, apart_swap=None) -> list[dict]:
     """The oracle's two claims on the trained network (``oracle``: :func:`oracle_table`), a client's own
     cluster's fitted decision against its partner cluster's and against the best common one, and the
     swap test with the router at the network's step size (``rate_swap``: per seed, points), judged
-    within ± ``resolution``."""
+    within ± ``resolution``; given ``apart_swap`` (per seed), the swap test of decisions started apart too."""
     from ..experiments import claim_row, verdict
 
     own = oracle["own cluster's"]
@@ -781,7 +809,9 @@ def oracle_claims(oracle: pd.DataFrame, rate_swap, resolution: float = 1.0) -> l
                   "points)", verdict(own - oracle["best common"], resolution=resolution), paper="not measured"),
         claim_row(f"ours: at the network's step size the router's decisions stay interchangeable (swap test within "
                   f"±{resolution:g} point)", verdict(list(rate_swap), margin=resolution), paper="not measured"),
-    ]  # fmt: skip
+    ] + ([claim_row(f"ours: decisions started apart end interchangeable (swap test within ±{resolution:g} point)",
+                    verdict(list(apart_swap), margin=resolution), paper="not measured")]
+         if apart_swap is not None else [])  # fmt: skip
 
 
 def departure_claims(result, options, ari: pd.DataFrame, mech: dict, *, paper_arm: str, frozen: str, plan=None,
@@ -836,7 +866,7 @@ CODE_OPTIONS["all four together"] = {k: v for o in list(CODE_OPTIONS.values()) f
 GLUED = (
     "LABEL_CLUSTERS CLIENTS SEEDS ROUNDS PRETRAIN_FRACTION TAU_START TAU_END ALPHA TRAIN_IMAGES HIDDEN BATCH MOMENTUM "
     "PILOT_ROUNDS PILOT_SEEDS LR_GRID LR_EXTEND FIG2_ROUNDS CODE_ROUNDS CONCEPT_CLIENTS CONCEPT_GROUPS COMPONENTS "
-    "CONCEPT_ROUNDS TEST_IMAGES FEDPROX_MU FT_EPOCHS DROPOUT TABLE2_RUN FIG2_RUN CODE_RUN CONCEPT_RUN ROUTER_LR_GRID ROUTER_LR"
+    "CONCEPT_ROUNDS TEST_IMAGES FEDPROX_MU FT_EPOCHS DROPOUT TABLE2_RUN FIG2_RUN CODE_RUN CONCEPT_RUN ROUTER_LR_GRID ROUTER_LR START_APART"
 ).split()
 
 
@@ -1019,20 +1049,21 @@ def counts_text(rows: list[dict], shown: int):
 
 
 def oracle_shown(changes: pd.DataFrame, oracle: pd.DataFrame, first, last, rounds: int, tuned: str, rate: str,
-                 rows: tuple, resolution: float) -> list:  # fmt: skip
+                 rows: tuple, resolution: float, apart: str | None = None) -> list:  # fmt: skip
     """What the router section shows: the router's changes per seed from the switch to the last round,
-    the oracle's table, and the text (``rows``: the oracle's swap, its gain and the swap test at the
-    network's step size)."""
+    the oracle's table, and the text (``rows``: the oracle's swap, its gain, the swap test at the
+    network's step size and, with the arm ``apart``, the swap test of decisions started apart)."""
     from IPython.display import Markdown
 
     from ..verdicts import say
 
-    swap, gain, rate_row = rows
-    text = (router_text(first, last, tuned, rate) + " On the trained network a client's own cluster's fitted decision "
+    swap, gain, rate_row, *apart_row = rows
+    text = (router_text(first, last, tuned, rate, apart if apart_row else None) + " On the trained network a client's own cluster's fitted decision "
             f"against its partner cluster's reads {say(swap)}, and against the best common decision {say(gain)}"
             + (": decisions matter on this network, but a personal one is worth little over the best shared one"
                if swap["verdict"] == "reproduces" and gain["_v"].mean < resolution else "")
-            + f". At the network's step size the swap test reads {say(rate_row)}.")  # fmt: skip
+            + f". At the network's step size the swap test reads {say(rate_row)}"
+            + (f"; with decisions started apart, {say(apart_row[0])}." if apart_row else "."))  # fmt: skip
     return [Markdown(f"From the switch (round {int(first['round'].min())}) to the last round ({rounds}), per seed:"),
             changes, Markdown("The oracle: mean client test accuracy (%) per seed with each decision."),
             with_mean(oracle), Markdown(text)]  # fmt: skip
@@ -1110,19 +1141,21 @@ def draw_decisions(paths, dominant: np.ndarray, rounds: int, seed: int):
 
 def draw_router_trace(result):
     """What the router reads over rounds, per arm of ``result`` (FedMN's tuned router step strong, the
-    network's step size muted): the cluster gap, the labels' share, the spread of G (log scale)."""
+    network's step size muted, decisions started apart dark and dashed): the cluster gap, the labels'
+    share, the spread of G (log scale)."""
     import seaborn as sns
 
     trace = pd.concat([router_trace(result, a).assign(arm=a) for a in result.arms], ignore_index=True)
-    fig, axes = plt.subplots(1, 3, figsize=(6.9, 2.9))
+    styles = [dict(color=STRONG), dict(color=MUTED), dict(color="0.2", ls="--")][: len(result.arms)]
+    names = ["tuned router step", "the network's step size", "decisions started apart"][: len(result.arms)]
+    fig, axes = plt.subplots(1, 3, figsize=(6.9, 3.0))
     for ax, (col, name) in zip(
         axes, {"gap": "cluster gap", "label_share": "labels' share", "g_sd": "spread of G"}.items()
     ):
-        sns.lineplot(
-            data=trace, x="round", y=col, hue="arm", hue_order=result.arms, ax=ax, legend=False, palette=[STRONG, MUTED]
-        )
+        for a, style in zip(result.arms, styles):
+            sns.lineplot(data=trace[trace.arm == a], x="round", y=col, ax=ax, legend=False, **style)
         ax.set(title=name, ylabel="", yscale="log" if col == "g_sd" else "linear")
-    fig.legend([plt.Line2D([], [], color=c) for c in (STRONG, MUTED)], ["tuned router step", "the network's step size"],
-               loc="lower center", ncol=2, frameon=False)  # fmt: skip
+    fig.legend([plt.Line2D([], [], **st) for st in styles], names, loc="lower center", ncol=len(names),
+               frameon=False, fontsize=9)  # fmt: skip
     fig.subplots_adjust(wspace=0.5, bottom=0.32, top=0.88)
     return _done(fig)

@@ -276,6 +276,9 @@ class FedMNServer(Server):
         self.arch, self.shared = net.arch, net.shared
         self.theta = snapshot(net)  # the global modular pool, encoders and router
         self.requests: dict[int, list[list[bool]]] = {}
+        self.embeddings: dict[int, torch.Tensor] = {}  # start_apart: the clients' mean router inputs
+        self.set_apart_in: int | None = None  # the round whose router was set apart
+        self.apart_sd: float | None = None  # the spread of the logits over the clients as set apart
 
     def routing(self, rnd: int) -> bool:
         return rnd >= pretrain_rounds(self.cfg, self.opt) and not self.opt["force_paths"]
@@ -284,20 +287,59 @@ class FedMNServer(Server):
         """FedAvg on the encoder models (the paper's pretraining), not the all-paths network."""
         return rnd < pretrain_rounds(self.cfg, self.opt) and self.opt["pretrain"] == "encoders"
 
+    def apart_round(self, rnd: int) -> bool:
+        """Ours, a control: the switch round of a run whose decisions start apart (``start_apart``)."""
+        return bool(self.opt["start_apart"]) and self.routing(rnd) and rnd == pretrain_rounds(self.cfg, self.opt)
+
     def pre_message(self, cid, rnd):
         """Routing rounds: router and encoders first, so that the client can decide (Alg. 1, l. 6–7)."""
         if not self.routing(rnd):
             return None
-        return {"router": part(self.theta, "router."), "encoders": part(self.theta, "encoders.")}
+        msg = {"router": part(self.theta, "router."), "encoders": part(self.theta, "encoders.")}
+        if self.apart_round(rnd):  # start_apart: the client sends its mean router input instead of deciding
+            msg["embed"] = torch.tensor(True)
+        return msg
 
     def receive_request(self, cid, request, rnd):
+        if "embedding" in request:
+            self.embeddings[cid] = request["embedding"]
+            return
         self.requests[cid] = unflatten(request["active"], self.arch)
+
+    def set_apart(self, rnd: int) -> None:
+        """Ours, a control (``start_apart`` = s > 0): at the switch, h gets a client-specific part, so
+        that the clients' decisions start apart and the run shows whether training keeps them apart.
+        From the clients' mean router inputs e_m (eq. 9's input averaged; sent once, counted) and
+        their mean ē: U, the top two directions of the deviations e_m − ē, σ the deviations' spread
+        along them; W += s A diag(1/σ) U, b −= (that) ē with A ~ N(0, ½) (E × 2, seeded by the run).
+        As G_m = W e_m + b, client m's logits move by s A diag(1/σ) U (e_m − ē): about s apart over
+        the clients on every path, their mean over the clients unchanged."""
+        ids = sorted(self.embeddings)
+        e = torch.stack([self.embeddings[i] for i in ids]).float()
+        mean = e.mean(0)
+        _, sv, vh = torch.linalg.svd(e - mean, full_matrices=False)
+        k = max(min(2, len(ids) - 1), 1)
+        spread = (sv[:k] / math.sqrt(len(ids))).clamp_min(1e-12)
+        gen = torch.Generator().manual_seed(derive_seed(self.cfg.seed, 13))
+        a = torch.randn(self.theta["router.h.bias"].numel(), k, generator=gen) / math.sqrt(k)
+        w_add = self.opt["start_apart"] * a @ torch.diag(1 / spread) @ vh[:k]
+        w = self.theta["router.h.weight"]
+        self.theta["router.h.weight"] = w + w_add.to(w)
+        self.theta["router.h.bias"] = self.theta["router.h.bias"] - (w_add @ mean).to(w)
+        g = e @ self.theta["router.h.weight"].T + self.theta["router.h.bias"]  # every G_m as started
+        self.apart_sd = float(g.std(0, unbiased=False).mean())  # their spread over the clients (a diagnostic)
+        self.embeddings, self.set_apart_in = {}, rnd
 
     def message_for(self, cid, rnd):
         if self.pretraining_encoders(rnd):  # FedAvg on the encoder models: encoders and their heads
             return {"pretrain": part(self.theta, "encoders.") | part(self.theta, "pre_heads.")}
         if not self.routing(rnd):  # all-paths pretraining or force_paths: the whole network
             return {"weights": {k: v for k, v in self.theta.items() if not k.startswith(("router.", "pre_heads."))}}
+        if self.apart_round(rnd):  # start_apart: h as set apart and every block (the client decides on receipt)
+            if self.set_apart_in != rnd:
+                self.set_apart(rnd)
+            every = [[True] * n for n in self.arch[1:]]
+            return {"router_h": part(self.theta, "router.h."), "blocks": active_blocks(self.theta, every, self.shared)}
         return {
             "blocks": active_blocks(self.theta, self.requests.pop(cid), self.shared)
         }  # only the active blocks (§II-E)
@@ -334,11 +376,13 @@ class FedMNServer(Server):
                 self.theta[k] = self.theta["encoders.0." + k[len("router.phi_x.") :]].clone()
 
     def state_dict(self):
-        return {"theta": self.theta, "rounds_done": torch.tensor(self.rounds_done)}
+        state = {"theta": self.theta, "rounds_done": torch.tensor(self.rounds_done)}
+        return state | ({"apart_sd": torch.tensor(self.apart_sd)} if self.apart_sd is not None else {})
 
     def load_state_dict(self, state):
         self.theta = dict(state["theta"])
         self.rounds_done = int(state["rounds_done"])
+        self.apart_sd = float(state["apart_sd"]) if "apart_sd" in state else None
 
 
 # ----------------------------------------------------------------------------- client
@@ -398,6 +442,8 @@ class FedMNClient(Client):
     def request(self, message, rnd):
         """Routing rounds: load router and encoders, decide (eqs. 9, 10, 5), ask for the active blocks."""
         self.model.load_state_dict({**message["router"], **message["encoders"]}, strict=False)
+        if "embed" in message:  # ours, start_apart's switch round: the mean router input, no decision yet
+            return {"embedding": self.model.router.inputs(*self.data.split("train"))[0]}
         self.decision = self.decide(rnd)
         return {"active": torch.tensor([a for row in self.model.active(self.decision[0]) for a in row])}
 
@@ -411,6 +457,9 @@ class FedMNClient(Client):
             net.load_state_dict(message["weights"], strict=False)
             c = torch.ones(net.n_paths, device=self.data.train_idx.device)
             return self.reply(c, self.local_steps(lambda: c), routed=False)
+        if "router_h" in message:  # start_apart's switch round: h as set apart, then the decision
+            net.load_state_dict(message["router_h"], strict=False)
+            self.decision = self.decide(rnd)
         net.load_state_dict(message["blocks"], strict=False)  # copy the active blocks (§II-E)
         mask, v, noise, tau = self.decision
         route = bool(self.opt["router_grad"])
@@ -698,7 +747,15 @@ register(
                 "1: the blocks of a layer share one set of weights, the encoders too (the authors' code)",
             ),
             "force_paths": (0, "1: every path on in every round, no routing (FedAvg on the modular network)"),
+            "start_apart": (
+                0.0,
+                "ours, a control: > 0 gives h at the switch a client-specific part (from the clients' mean router "
+                "inputs) that sets their logits about this far apart",
+            ),
         },
-        later_options={"router_step": "round"},  # runs stored before the option: one router step per round
+        later_options={
+            "router_step": "round",
+            "start_apart": 0.0,
+        },  # runs stored before the option: one router step per round
     )
 )
