@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("datasets", help="list the datasets and whether they are available offline")
     f = sub.add_parser("fetch", help="make a dataset available (Debian package, then download)")
     f.add_argument("dataset")
+    pc = sub.add_parser("paper-check", help="can the paper profile run here? (its datasets, a GPU); one line if not")
+    pc.add_argument("chapters", nargs="*", help="chapters to check (default: every chapter)")
 
     p = sub.add_parser("partition", help="partition a dataset among clients and write JSON")
     _add_protocol_options(p)
@@ -217,6 +219,16 @@ def cmd_fetch(args) -> None:
     else:
         ds = load_dataset(args.dataset, download=True)
         print(f"{ds.name}: {len(ds.y_train)} train / {len(ds.y_test)} test samples available")
+
+
+def cmd_paper_check(args) -> None:
+    from .paper import CHAPTERS, datasets, preflight
+
+    chapters = args.chapters or list(CHAPTERS)
+    if (why := preflight(chapters)) is not None:
+        raise PflkitError(why)
+    for chapter in chapters:
+        print(f"{chapter}: {', '.join(datasets(chapter))}")
 
 
 def cmd_partition(args) -> None:
@@ -450,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
                 "methods": cmd_methods,
                 "datasets": cmd_datasets,
                 "fetch": cmd_fetch,
+                "paper-check": cmd_paper_check,
                 "partition": cmd_partition,
                 "replay": cmd_replay,
             }

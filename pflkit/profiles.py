@@ -3,8 +3,10 @@
 ``smoke``: CI, each chapter within 2 minutes on a 2-core CPU, computed live; ``book``: what
 the rendered book shows, at budgets where the headline runs have converged (the default): its
 runs come from the store committed under ``results/<chapter>/`` and only missing ones are
-computed (``make book`` computes none: see :func:`store_only`); ``paper``: the papers' scale, meant for a GPU.  Chapters read the profile from
-``PFLBOOK_PROFILE`` in their ``parameters`` cell and pick values with :func:`pick`.
+computed (``make book`` computes none: see :func:`store_only`); ``paper``: the papers' own
+experiments (their datasets, models, clients and budgets), meant for a GPU (``make paper``; its dry
+run on fixture data: :func:`dry`).  Chapters read the profile from ``PFLBOOK_PROFILE`` in their
+``parameters`` cell and pick values with :func:`pick` and :func:`budget`.
 """
 
 from __future__ import annotations
@@ -25,8 +27,25 @@ def current() -> str:
 
 
 def pick(smoke, book, paper, profile: str | None = None):
-    """The value for the current (or given) profile."""
+    """The value for the current (or given) profile: what an experiment *is* (its datasets, models,
+    partitions, client counts).  Its budget (rounds, epochs, seeds, grids, images): :func:`budget`."""
     return {"smoke": smoke, "book": book, "paper": paper}[profile or current()]
+
+
+def dry() -> bool:
+    """``PFLBOOK_DRY=1``: the `paper` profile's dry run (``make test`` runs it on fixture data, see
+    :mod:`pflkit.fixtures`): the paper's datasets, models, partitions and client counts, every budget
+    cut to smoke's (:func:`budget`), on the CPU."""
+    return os.environ.get("PFLBOOK_DRY", "0").strip() not in ("", "0")
+
+
+def budget(smoke, book, paper, profile: str | None = None):
+    """A budget (rounds, local epochs, seeds, grids, image counts): :func:`pick`'s value, except in the
+    `paper` profile's dry run (:func:`dry`), where it is smoke's."""
+    profile = profile or current()
+    if profile == "paper" and dry():
+        return smoke
+    return pick(smoke, book, paper, profile)
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +73,12 @@ def store_only() -> bool:
     return os.environ.get("PFLBOOK_STORE_ONLY", "0").strip() not in ("", "0")
 
 
+def build_name(profile: str) -> str:
+    """The folder name of a profile's builds and stores: ``paper-dry`` for the paper profile's dry run
+    (:func:`dry`), so that it never mixes with a real paper run's."""
+    return "paper-dry" if profile == "paper" and dry() else profile
+
+
 def store_for(chapter: str, profile: str | None = None):
     """The result store of a chapter at a profile (a :class:`~pflkit.store.Store`).
 
@@ -68,10 +93,10 @@ def store_for(chapter: str, profile: str | None = None):
 
     profile = profile or current()
     if root := os.environ.get("PFLBOOK_STORE_ROOT"):
-        return Store(Path(root) / profile / chapter)
+        return Store(Path(root) / build_name(profile) / chapter)
     if profile == "book" and chapter in COMMITTED_CHAPTERS and not fresh():
         return Store(COMMITTED / chapter, reuse="any", read_only=store_only())
-    return Store(ROOT / "_build" / "store" / profile / chapter)
+    return Store(ROOT / "_build" / "store" / build_name(profile) / chapter)
 
 
 def run_defaults(profile: str | None = None) -> dict:

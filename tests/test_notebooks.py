@@ -63,6 +63,38 @@ def test_chapter_executes_at_smoke(nb):
     print(json.dumps({rel: report[rel]["wall_s"]}))  # to the log; the budget is checked by people, not here
 
 
+@pytest.fixture(scope="session")
+def paper_data(tmp_path_factory) -> Path:
+    """Stand-ins for every paper dataset, in their real formats (:mod:`pflkit.fixtures`; a second)."""
+    from pflkit.fixtures import FIXTURES, write_fixture
+
+    root = tmp_path_factory.mktemp("paper-data")
+    for name in FIXTURES:
+        write_fixture(name, root)
+    return root
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("nb", BY_CHAPTER)
+def test_chapter_executes_at_the_paper_profile_dry(nb, paper_data, tmp_path, monkeypatch):
+    """The paper profile's dry run: the chapter at `paper` (the papers' datasets, models, partitions and
+    client counts) on fixture data of the papers' shapes, every budget cut to smoke's, on the CPU: a change
+    that breaks the paper profile fails here.  Its preflight passes first (the datasets are there)."""
+    from pflkit.paper import preflight
+
+    pin_to_one_core()
+    for k, v in {"PFLKIT_DATA": str(paper_data), "PFLBOOK_DRY": "1", "PFLBOOK_ALLOW_CPU": "1",
+                 "PFLBOOK_STORE_ROOT": str(tmp_path / "store")}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    assert preflight([nb.stem]) is None
+    report = build_book.execute("paper", force=True, only=[nb.stem])
+    rel = str(nb.relative_to(ROOT))
+    executed = nbformat.read(ROOT / "_build" / "paper-dry" / "stage" / rel, as_version=4)
+    errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    print(json.dumps({f"{rel} (paper, dry)": report[rel]["wall_s"]}))
+
+
 SMOKE_REPLAYS = 2  # runs per chapter recomputed whole
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from pflkit.profiles import fresh, repo_relative
+from pflkit.profiles import build_name, fresh, repo_relative
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = [
@@ -123,7 +123,7 @@ def glue_placeholders(nb) -> None:
 def execute(profile: str, force: bool = False, only: list[str] | None = None, fill: bool = False) -> dict:
     import papermill as pm
 
-    stage = ROOT / "_build" / profile / "stage"
+    stage = ROOT / "_build" / build_name(profile) / "stage"
     report_path = stage / "execution.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     env_profile = os.environ.get("PFLBOOK_PROFILE")
@@ -211,7 +211,7 @@ def execute_side_by_side(profile: str, jobs: int, force: bool, only: list[str] |
     import queue
     from concurrent.futures import ThreadPoolExecutor
 
-    report_path = ROOT / "_build" / profile / "stage" / "execution.json"
+    report_path = ROOT / "_build" / build_name(profile) / "stage" / "execution.json"
     last = json.loads(report_path.read_text()) if report_path.exists() else {}
     todo = [nb for nb in chapters() if not only or nb.stem in only]
     todo.sort(key=lambda nb: -last.get(str(nb.relative_to(ROOT)), {}).get("wall_s", 0.0))
@@ -287,7 +287,7 @@ def device_name() -> str:
 
 def stage_sources(profile: str) -> Path:
     """Copy the non-notebook sources next to the executed chapters; turn execution off."""
-    stage = ROOT / "_build" / profile / "stage"
+    stage = ROOT / "_build" / build_name(profile) / "stage"
     for name in SOURCES:
         src = ROOT / name
         if src.is_dir():
@@ -499,11 +499,11 @@ def claims_section(report: dict) -> list[str]:
 
 
 def build_html(profile: str) -> Path:
-    stage = ROOT / "_build" / profile / "stage"
+    stage = ROOT / "_build" / build_name(profile) / "stage"
     missing = [nb.relative_to(ROOT) for nb in chapters() if not (stage / nb.relative_to(ROOT)).exists()]
     if missing:
         sys.exit(f"error: not executed at profile {profile}: {', '.join(map(str, missing))}")
-    out = ROOT / "_build" / profile
+    out = ROOT / "_build" / build_name(profile)
     cmd = ["jupyter-book", "build", str(stage), "--path-output", str(out), "-n", "-W", "--keep-going"]
     exe = Path(sys.executable).parent / "jupyter-book"
     cmd[0] = str(exe) if exe.exists() else "jupyter-book"
@@ -540,6 +540,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.jobs < 1:
         sys.exit(f"error: --jobs must be >= 1, got {args.jobs}")
+    if args.profile == "paper" and not args.no_execute and not args.no_stage:  # before hours of work: one line, exit 2
+        from pflkit.paper import preflight
+
+        if (why := preflight([nb.stem for nb in chapters() if not args.only or nb.stem in args.only])) is not None:
+            print(f"error: {why}", file=sys.stderr)
+            sys.exit(2)
     t0 = time.perf_counter()
     if not args.no_execute:
         try:
