@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pflkit import data, paper
-from pflkit.fixtures import FIXTURES, main as fixtures_main, write_fixture
+from pflkit.fixtures import FIXTURES, write_fixture
+from pflkit.fixtures import main as fixtures_main
 from pflkit.profiles import budget, build_name, pick
 
 SHAPES = {  # the papers' datasets as the fixtures must give them: image shape, classes, users (LEAF)
