@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: book test nbval install data lint format lab unit notebooks benchmark clean
+.PHONY: book paper test nbval install data lint format lab unit notebooks benchmark clean
 
 install: $(STAMP)
 
@@ -30,8 +30,18 @@ FILL ?= 0
 book: data
 	PFLBOOK_PROFILE=book PFLBOOK_FRESH=$(FRESH) $(PY) tools/build_book.py --profile book --jobs 2 $(if $(filter 1,$(FILL)),--fill,)
 
+# The papers' own experiments (the `paper` profile): each chapter's headline tables on the papers'
+# datasets, clients, rounds and seeds, into _build/store/paper/ and the pages into _build/paper/.
+# Meant for a machine with a GPU and the datasets: it stops first, in one line, naming what is
+# missing (`python -m pflkit paper-check`; PFLBOOK_ALLOW_CPU=1 runs it without a GPU);
+# `python -m pflkit paper-cost` estimates its GPU-hours per chapter before it starts.
+paper: $(STAMP)
+	PFLBOOK_PROFILE=paper $(PY) tools/build_book.py --profile paper
+
 # Unit tests (on both cores, one torch thread a worker) and every chapter executed once at the `smoke`
-# profile (papermill; a sample of each chapter's runs then recomputed whole, identical); the golden
+# profile (papermill; a sample of each chapter's runs then recomputed whole, identical) and once at
+# `paper` dry (the papers' datasets, models and clients on fixture data of their shapes, every budget
+# cut to smoke's: pflkit/fixtures.py, PFLBOOK_DRY=1); the golden
 # claims: every chapter executed at `book` from the committed store (nothing computed), its claims
 # against tests/golden/ and every verdict word its page prints against its claims (`python
 # tools/claims_check.py --update` after a deliberate, reviewed change); the replay check of the
@@ -46,7 +56,7 @@ test: data
 	@rm -f $(TIMES)
 	$(call timed,lint,$(PY) -m ruff check .)
 	$(call timed,unit tests (both cores),PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15 -m "not notebooks" tests)
-	$(call timed,chapters at smoke (two at a time),PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=12 -m notebooks tests)
+	$(call timed,chapters at smoke and at paper-dry (two at a time),PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=18 -m notebooks tests)
 	$(call timed,golden claims (every chapter at book from the committed store),$(PY) tools/build_book.py --profile book --no-build --jobs 2 && $(PY) tools/claims_check.py)
 	$(call timed,replay check,$(PY) -m pflkit replay)
 	$(call timed,book build,PFLBOOK_PROFILE=smoke $(PY) tools/build_book.py --profile smoke --no-execute)

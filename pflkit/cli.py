@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("dataset")
     pc = sub.add_parser("paper-check", help="can the paper profile run here? (its datasets, a GPU); one line if not")
     pc.add_argument("chapters", nargs="*", help="chapters to check (default: every chapter)")
+    pk = sub.add_parser("paper-cost", help="the paper profile per chapter: datasets, runs, steps, GPU-hours (estimated)")
+    pk.add_argument("chapters", nargs="*", help="chapters (default: every chapter)")
 
     p = sub.add_parser("partition", help="partition a dataset among clients and write JSON")
     _add_protocol_options(p)
@@ -229,6 +231,15 @@ def cmd_paper_check(args) -> None:
         raise PflkitError(why)
     for chapter in chapters:
         print(f"{chapter}: {', '.join(datasets(chapter))}")
+
+
+def cmd_paper_cost(args) -> None:
+    from .paper import CHAPTERS, cost_table, step_seconds
+
+    seconds, gpu = step_seconds()
+    print(cost_table(args.chapters or list(CHAPTERS)).fillna("—").to_string(index=False))
+    print(f"GPU-hours: training steps at {1000 * seconds:.1f} ms a step (median measured on {gpu}, "
+          "benchmarks/gpu_check.py); evaluation and data loading come on top")  # fmt: skip
 
 
 def cmd_partition(args) -> None:
@@ -463,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
                 "datasets": cmd_datasets,
                 "fetch": cmd_fetch,
                 "paper-check": cmd_paper_check,
+                "paper-cost": cmd_paper_cost,
                 "partition": cmd_partition,
                 "replay": cmd_replay,
             }

@@ -88,3 +88,61 @@ def preflight(chapters=CHAPTERS, book: Path = BOOK, gpu: bool | None = None) -> 
     if not gpu and not allow_cpu():
         return NO_GPU
     return None
+
+
+# ----------------------------------------------------------------------------- its cost, before it starts
+
+BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "gpu_check.jsonl"
+
+
+def step_seconds(benchmark: Path = BENCHMARK, results: Path | None = None) -> tuple[float, str]:
+    """Seconds a local optimiser step takes on a GPU, measured: the median over ``benchmark``'s records
+    (``benchmarks/gpu_check.py``: stored runs timed on CUDA, seconds a round) of a round's time over its
+    steps (clients a round × local steps, read from the stored run), and the GPU's name.  The kit's models
+    are small: a step costs its kernels' launches more than its arithmetic, so the time hardly depends on
+    the model (a ResNet-18 costs more: the estimate is a lower bound there)."""
+    import statistics
+
+    results = results or benchmark.parent.parent.parent / "results"
+    per_step, gpus = [], set()
+    for line in benchmark.read_text().splitlines():
+        rec = json.loads(line)
+        stored = next(results.glob(f"*/{rec['run']}"), None)
+        if stored is None:
+            continue
+        cfg = json.loads(stored.read_text())["config"]
+        steps = max(1, round(cfg["clients"] * cfg.get("sample_rate", 1.0))) * (cfg.get("local_steps") or 1)
+        per_step.append(rec["gpu_s_per_round"] / steps)
+        gpus.add(rec["gpu"])
+    if not per_step:
+        raise PflkitError(f"no GPU timing of a stored run in {benchmark}")
+    return statistics.median(per_step), ", ".join(sorted(gpus))
+
+
+def cost(chapter: str, book: Path = BOOK) -> dict | None:
+    """The paper profile's runs and optimiser steps of a chapter (its module's ``paper_cost`` on its
+    parameters at `paper`), with the GPU-hours they take at :func:`step_seconds`; None when the chapter
+    does not count them."""
+    import importlib
+
+    module = importlib.import_module(f"pflkit.chapters.{chapter}")
+    if not hasattr(module, "paper_cost"):
+        return None
+    counted = module.paper_cost(parameters(chapter, "paper", book))
+    seconds, gpu = step_seconds()
+    return counted | {"gpu_hours": counted["steps"] * seconds / 3600, "gpu": gpu, "step_s": seconds}
+
+
+def cost_table(chapters=CHAPTERS, book: Path = BOOK):
+    """Per chapter: the paper profile's datasets, runs, optimiser steps and estimated GPU-hours (a
+    DataFrame; "—" where a chapter does not count them yet)."""
+    import pandas as pd
+
+    rows = []
+    for chapter in chapters:
+        c = cost(chapter, book) or {}
+        rows.append({"chapter": chapter, "datasets": ", ".join(datasets(chapter, "paper", book)),
+                     "runs": c.get("runs"), "steps (M)": None if not c else round(c["steps"] / 1e6, 1),
+                     "GPU-hours (est.)": None if not c else round(c["gpu_hours"], 1),
+                     "what is counted": c.get("note", "not counted yet")})  # fmt: skip
+    return pd.DataFrame(rows)

@@ -106,3 +106,17 @@ def test_paper_check_command_says_one_line_and_exits_2(no_real_data, capsys):
     assert main(["paper-check", "pfedhn"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: chapter pfedhn needs the dataset") and "\n" not in err
+
+
+def test_step_seconds_is_a_rounds_gpu_time_over_its_steps(tmp_path):
+    (tmp_path / "results" / "ch").mkdir(parents=True)
+    for name, clients, rate, steps in (("a.json", 10, 0.5, 50), ("b.json", 4, 1.0, 10), ("c.json", 2, 1.0, 1)):
+        cfg = {"clients": clients, "sample_rate": rate, "local_steps": steps}
+        (tmp_path / "results" / "ch" / name).write_text(json.dumps({"config": cfg}))
+    bench = tmp_path / "gpu.jsonl"
+    lines = [{"run": "a.json", "gpu": "G", "gpu_s_per_round": 0.5}, {"run": "b.json", "gpu": "G", "gpu_s_per_round": 0.08},
+             {"run": "c.json", "gpu": "H", "gpu_s_per_round": 0.006}, {"run": "gone.json", "gpu": "G", "gpu_s_per_round": 9}]  # fmt: skip
+    bench.write_text("\n".join(map(json.dumps, lines)))
+    seconds, gpu = paper.step_seconds(bench, tmp_path / "results")
+    assert seconds == pytest.approx(0.002) and gpu == "G, H"  # the median of 2, 2 and 3 ms
+    assert 1e-4 < paper.step_seconds()[0] < 0.1  # the committed measurements

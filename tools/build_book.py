@@ -355,7 +355,32 @@ def write_report_page(stage: Path, profile: str) -> None:
     lines += [":::", ""]
     lines += claims_section(report)
     lines += budget_section(stage)
+    lines += paper_section()
     (stage / "book" / "report.md").write_text("\n".join(lines))
+
+
+def paper_section() -> list[str]:
+    """What ``make paper`` runs per chapter (the `paper` profile: the papers' datasets, clients, rounds and
+    seeds) and what it costs, estimated from measured GPU step times (:func:`pflkit.paper.cost_table`)."""
+    from pflkit.pages import markdown_table
+    from pflkit.paper import cost_table, step_seconds
+
+    seconds, gpu = step_seconds()
+    table = cost_table()
+    return [
+        "## The papers' own experiments: what `make paper` runs and costs",
+        "",
+        "The `paper` profile runs each chapter's headline tables on the paper's datasets, clients, rounds and seeds",
+        "(`make paper` on a machine with a GPU and the datasets; `python -m pflkit paper-check` says in one line what",
+        "is missing). Its runs and optimiser steps per chapter, counted from the chapters' parameters at `paper` (an",
+        "upper bound where seeds are planned from the spread), and the GPU-hours they take at "
+        f"{1000 * seconds:.1f} ms a step, the median measured on {gpu} (`benchmarks/gpu_check.py`); evaluation",
+        "comes on top. `make test` executes every chapter at `paper` on stand-in data of the papers' shapes, every",
+        "budget cut to one round of a few steps (the dry run), so that the profile cannot rot.",
+        "",
+        markdown_table(table),
+        "",
+    ]
 
 
 def budget_section(stage: Path) -> list[str]:
