@@ -1265,7 +1265,7 @@ def what_reproduced(P: Params, rows: list[dict]) -> Reproduced:
         )
         leads.append((r["claim"].split(" (")[0], f"Table II, {where.split(' / ')[0]}: pFedMB {what}",
                       f"FMNIST {where.replace(' / ', ', ')}, E = {P.epochs} (paper: {P.paper_epochs})", why))  # fmt: skip
-    rows = mark_leads(rows, leads)
+    rows = mark_leads(list(rows), leads)  # the caller's list unmarked
     glue("findings", Markdown(findings(rows, own=is_our_check)), display=False)  # shown at the top of the page
     claims = claims_table(rows)
     claims.insert(0, "claim of", ["ours" if is_our_check(r) else "the paper" for r in rows])
@@ -1501,10 +1501,10 @@ def table2_claim_notes(claims: Table2Claims) -> None:
         nonzero = " but nonzero" if (v.lo > 0 or v.hi < 0) and strength(v.mean) in ("very weak", "weak") else ""
         return f"ρ = {v.mean:+.2f} [{v.lo:+.2f}, {v.hi:+.2f}], {strength(v.mean)}{nonzero}"
 
-    MECH_WORDS = "; ".join(f"in {n}, {rho_words(r)}" for n, r in c.mech_alpha.items())
+    mech_words = "; ".join(f"in {n}, {rho_words(r)}" for n, r in c.mech_alpha.items())
     display(
         Markdown(
-            f"**How strongly α follows the data.** {MECH_WORDS[:1].upper() + MECH_WORDS[1:]}. **Does eq. 5 act?** "
+            f"**How strongly α follows the data.** {mech_words[:1].upper() + mech_words[1:]}. **Does eq. 5 act?** "
             + "; ".join(f"in {n}, pFedMB − the same with plain averaging: {in_words(r)}" for n, r in c.mech_eq5.items())
             + "."
         )
@@ -1620,12 +1620,12 @@ def amp_ifca_notes(P: Params, runs, claims: Table2Claims) -> bool:
 def fig5_notes(P: Params, runs, *, fig5: Fig5, claims: Fig5Claims, chosen_b: dict[str, int]) -> None:
     """Figure 5's setting and its claims (``fig5``, ``claims``): the spread over B, Local's accuracy there,
     the diverged B, and the B validation chose (``chosen_b``)."""
-    F5_LOST, f5, fedavg5, local5 = fig5.lost, fig5.f5, fig5.fedavg, fig5.local
-    fig5_rows, lo_B, hi_B, mid_B = claims.rows, claims.lo, claims.hi, claims.mid
+    lost, f5, fedavg5, local5 = fig5.lost, fig5.f5, fig5.fedavg, fig5.local
+    fig5_rows, lo_b, hi_b, mid_b = claims.rows, claims.lo, claims.hi, claims.mid
     spread5 = f5.groupby("arm")["mean_acc"].mean()  # over the seeds that did not diverge
-    kept_B = [b for b in P.fig5_branches if b not in F5_LOST]
-    kept5 = spread5[[arm(P.fig5_setting, mb_label(b)) for b in kept_B]]
-    best_B = int(kept5.idxmax().rsplit("=", 1)[1])
+    kept_b = [b for b in P.fig5_branches if b not in lost]
+    kept5 = spread5[[arm(P.fig5_setting, mb_label(b)) for b in kept_b]]
+    best_b = int(kept5.idxmax().rsplit("=", 1)[1])
     v_local5 = runs.compare(arm(P.fig5_setting, mb_label(chosen_b[P.fig5_setting])), arm(P.fig5_setting, "Local"))
     local_words = (
         f"{v_local5.mean:+.1f} points (95 % interval [{v_local5.lo:+.1f}, {v_local5.hi:+.1f}], {seeds_text(v_local5.n)})"
@@ -1634,13 +1634,13 @@ def fig5_notes(P: Params, runs, *, fig5: Fig5, claims: Fig5Claims, chosen_b: dic
     )
     display(
         Markdown(
-            f"Over B = {', '.join(map(str, kept_B))} the mean test accuracy spans {kept5.max() - kept5.min():.1f} points"
-            + "".join(f" (B = {b} is left out: it diverged on {seeds_text(s)})" for b, s in F5_LOST.items())
+            f"Over B = {', '.join(map(str, kept_b))} the mean test accuracy spans {kept5.max() - kept5.min():.1f} points"
+            + "".join(f" (B = {b} is left out: it diverged on {seeds_text(s)})" for b, s in lost.items())
             + f"; validation picks B = {chosen_b[P.fig5_setting]} overall. "
             + (
-                f"FedAvg ({fedavg5:.1f} %) is above pFedMB at every B (pFedMB's best: {kept5.max():.1f} % at B = {best_B})."
+                f"FedAvg ({fedavg5:.1f} %) is above pFedMB at every B (pFedMB's best: {kept5.max():.1f} % at B = {best_b})."
                 if fedavg5 > spread5.max()
-                else f"FedAvg reaches {fedavg5:.1f} %, pFedMB at best {kept5.max():.1f} % (B = {best_B})."
+                else f"FedAvg reaches {fedavg5:.1f} %, pFedMB at best {kept5.max():.1f} % (B = {best_b})."
             )
             + "\n\n"
             f"**Can Figure 5's question be asked here?** Local reaches {local5:.1f} % in {P.fig5_setting} (mean over seeds, "
@@ -1658,10 +1658,10 @@ def fig5_notes(P: Params, runs, *, fig5: Fig5, claims: Fig5Claims, chosen_b: dic
             + "\n".join(f"* {r['claim']}: **{in_words(r)}**." for r in fig5_rows[:2])
             + "\n\n"
             + (
-                f"By the paired rule the peak at B = {mid_B} is interior: it beats both ends."
+                f"By the paired rule the peak at B = {mid_b} is interior: it beats both ends."
                 if all(r["verdict"] == "reproduces" for r in fig5_rows[:2])
-                else f"By the paired rule the peak is not shown to be interior: B = {mid_B} does not beat both ends "
-                f"({fig5_rows[0]['verdict']} against B = {lo_B}, {fig5_rows[1]['verdict']} against B = {hi_B})."
+                else f"By the paired rule the peak is not shown to be interior: B = {mid_b} does not beat both ends "
+                f"({fig5_rows[0]['verdict']} against B = {lo_b}, {fig5_rows[1]['verdict']} against B = {hi_b})."
             )
         )
     )
@@ -1685,7 +1685,7 @@ def closing_summary(
     (``pairs``, ``runs``: Table II's ``row_names``), the training length (``n_train``: the dataset's training
     images), how concentrated α is (``fig3``), the seed cap (``cap_text``), the grids' edges (``arms``) and
     FedAMP (``inert_all``)."""
-    PAPER_ROWS, OUR_ROWS = reproduced.paper_rows, reproduced.our_rows
+    paper_rows, our_rows = reproduced.paper_rows, reproduced.our_rows
     edges = arms.edges
     limited = int(reproduced.claims.verdict.str.contains("budget-limited").sum())
     visits_note = (
@@ -1696,8 +1696,8 @@ def closing_summary(
         f"Fashion-MNIST's training images"
     )
     lines = [
-        f"Of the paper's {len(PAPER_ROWS)} claims, at the {P.profile} profile: {words_text(PAPER_ROWS)}; of our "
-        f"{len(OUR_ROWS)} own checks: {words_text(OUR_ROWS)}; {limited} rows rest on an arm still improving at its end "
+        f"Of the paper's {len(paper_rows)} claims, at the {P.profile} profile: {words_text(paper_rows)}; of our "
+        f"{len(our_rows)} own checks: {words_text(our_rows)}; {limited} rows rest on an arm still improving at its end "
         "(*budget-limited*)."
     ]
     if len(P.seeds) < MIN_SEEDS:
@@ -1784,26 +1784,25 @@ def costs_ledger(P: Params, pairs, runs, *, finals: pd.DataFrame, net, s0: int) 
     """§VI's costs: traffic per visit and the wall time of each method's runs (``runs`` and their ``finals``,
     on seed ``s0``), and what pFedMB sends in the pairs (``pairs``; ``net``: a multi-branch net of the
     pairs' B).  Returns pFedMB's upload ÷ FedAvg's in the pairs."""
-    S0 = s0
     first = P.table2_settings[0]
-    visit_rows, PART_TIMED = [], []
+    visit_rows, part_timed = [], []
     for a in runs.arms:
         name, label = a.split(" · ")
         if name != first and not (name == P.fig5_setting and label.startswith(PFEDMB)):
             continue
-        cfg = runs[a, S0]["config"]
+        cfg = runs[a, s0]["config"]
         visits = cfg["rounds"] * max(1, int(round(cfg["sample_rate"] * cfg["clients"])))
         f = finals[finals.arm == a].set_index("seed")
         fedavg = finals[finals.arm == arm(name, "FedAvg")].set_index("seed")
         timed = f.index[~f.diverged.astype(bool)]  # a diverged run stops early: its wall time is left out
         if len(timed) < len(f):
-            PART_TIMED.append(f"{label} in {name}: timed on {seeds_text(list(timed))}, the seeds that did not diverge")
+            part_timed.append(f"{label} in {name}: timed on {seeds_text(list(timed))}, the seeds that did not diverge")
         visit_rows.append(
             {
                 "setting": name,
                 "method": label,
-                "KB down per visit": f.MB_down[S0] * 1e3 / visits,
-                "KB up per visit": f.MB_up[S0] * 1e3 / visits,
+                "KB down per visit": f.MB_down[s0] * 1e3 / visits,
+                "KB up per visit": f.MB_up[s0] * 1e3 / visits,
                 "wall time ÷ FedAvg": (f.wall_s[timed] / fedavg.wall_s).dropna().mean(),
             }
         )
@@ -1811,8 +1810,8 @@ def costs_ledger(P: Params, pairs, runs, *, finals: pd.DataFrame, net, s0: int) 
     fedavg_kb = ledger.set_index(["setting", "method"]).loc[(first, "FedAvg"), "KB up per visit"]
     ledger["up ÷ FedAvg"] = ledger["KB up per visit"] / fedavg_kb
     pf = pairs.finals().set_index(["arm", "seed"])
-    ratio5 = pf.loc[(EQ5, S0), "MB_up"] / pf.loc[("FedAvg", S0), "MB_up"]
-    down5 = pf.loc[(EQ5, S0), "MB_down"] / pf.loc[("FedAvg", S0), "MB_down"]
+    ratio5 = pf.loc[(EQ5, s0), "MB_up"] / pf.loc[("FedAvg", s0), "MB_up"]
+    down5 = pf.loc[(EQ5, s0), "MB_down"] / pf.loc[("FedAvg", s0), "MB_down"]
     say(
         f"pairs runs (B = {P.pair_branches}): pFedMB uploads {ratio5:.2f} × and downloads {down5:.2f} × FedAvg's bytes "
         f"(B × P branch weights each way; the upload also carries the client's α, {net.alpha_logits.numel()} numbers "
@@ -1833,7 +1832,7 @@ def costs_ledger(P: Params, pairs, runs, *, finals: pd.DataFrame, net, s0: int) 
                 if hi_w < 1.5 * lo_w and mb_B.max() >= 2 * mb_B.min()  # flat in B while B at least doubles
                 else "§VI expects B times in both."
             )
-            + ("".join(f"\n* {t}; a diverged run stops early." for t in PART_TIMED) if PART_TIMED else "")
+            + ("".join(f"\n* {t}; a diverged run stops early." for t in part_timed) if part_timed else "")
         )
     )
     return ratio5
