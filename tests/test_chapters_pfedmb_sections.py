@@ -144,7 +144,7 @@ def test_pilot_tuner_chooses_on_validation_and_returns_its_sweeps(tmp_path, monk
     P = params(alpha_lr_grid={"momentum": [0.5], "no momentum": [0.5]}, lr_grid=[0.05], pilot_seeds=[0])
     tuned = sec.pilot_tuner(P, Store(str(tmp_path / "store")))
     base = tiny_config(rounds=1, local_steps=2, val_fraction=0.25)
-    pilot = tuned(base, ["local"], {"branches": 2}, None)
+    pilot = tuned(base, ["local"], mb_options={"branches": 2}, probe=None)
     assert set(pilot.chosen) == {"Local", PFEDMB}
     mb = pilot.chosen[PFEDMB]
     assert mb.method == "pfedmb" and mb.lr == 0.05 and mb.options["alpha_lr"] == 0.5
@@ -249,7 +249,7 @@ def test_draw_fig3_shows_alpha_per_client_at_a_few_rounds(shown):
 def test_fig3_claims_judge_the_pairs_alpha_and_say_round_one(shown):
     pairs, part = pairs_world(rounds=4)
     mb = tiny_config(method="pfedmb", options={"alpha_lr": 1.0, "alpha_momentum": 0.0})
-    fig3 = sec.fig3_claims(params(pair_rounds=4), pairs, part, mb=mb)
+    fig3 = sec.fig3_claims(params(pair_rounds=4), pairs, part=part, mb=mb)
     assert [r["claim"][:10] for r in fig3.rows] == ["Figure 3a:", "Figure 3b:", "Figure 3b:"]
     assert fig3.rows[0]["verdict"] == "reproduces"  # within-pair cosine 1 against across-pair below it
     assert fig3.last.loc[(EQ5, 0), "within"] == pytest.approx(1.0)
@@ -288,7 +288,7 @@ def table1_of(pairs) -> Table1:
 def test_table1_claims_judge_eq5_and_the_baselines_and_the_pilot_words(shown):
     pairs, _ = pairs_world()
     t1 = table1_of(pairs)
-    out = sec.table1_claims(params(seeds=[0]), pairs, pd.DataFrame(), t1=t1, alt=", branches as drawn")
+    out = sec.table1_claims(params(seeds=[0]), pairs, plan=pd.DataFrame(), t1=t1, alt=", branches as drawn")
     assert [r["claim"] for r in out.rows][:3] == [
         "Table I: pFedMB beats FedAvg", "Table I: pFedMB beats Local",
         "Table I: α-weighted averaging (eq. 5) improves accuracy over eq. 6",
@@ -455,7 +455,7 @@ def test_table2_plan_chooses_on_validation_and_sizes_the_claims():
 def test_eq6_control_switches_only_the_averaging_of_the_chosen_b():
     runs = t2_runs()
     plan, arms = t2_plan(runs), t2_arms(runs)
-    eq6 = sec.eq6_control_arms(params(), plan, arms)
+    eq6 = sec.eq6_control_arms(params(), plan, arms=arms)
     assert eq6.arm_of == {S15: f"{S15} · {PFEDMB} (eq. 6)", K15: f"{K15} · {PFEDMB} (eq. 6)"}
     assert eq6.text[S15] == f"{S15}: mechanism (our check): α-weighted averaging (eq. 5) beats plain averaging (eq. 6)"
     control = eq6.arms[eq6.arm_of[S15]]
@@ -561,7 +561,7 @@ def test_table2_claim_notes_say_how_strongly_alpha_follows_the_data(shown):
 def test_amp_ifca_notes_show_the_self_weights_and_the_clusters(monkeypatch, shown, glued):
     runs, c = t2_claims_of(monkeypatch, shown)
     shown.clear()
-    inert = sec.amp_ifca_notes(params(), runs, c)
+    inert = sec.amp_ifca_notes(params(), runs, claims=c)
     assert inert is True
     ax = glued["pfedmb_amp_selfweight"].axes[0]
     assert ax.get_ylabel() == "ξ_ii" and [line.get_label() for line in ax.get_lines()] == [S15, K15, R15]
@@ -577,7 +577,7 @@ def test_amp_ifca_notes_show_the_self_weights_and_the_clusters(monkeypatch, show
         in words
     )
     _, mixed = t2_claims_of(monkeypatch, shown, amp_self=0.5)
-    assert sec.amp_ifca_notes(params(), runs, mixed) is False
+    assert sec.amp_ifca_notes(params(), runs, claims=mixed) is False
 
 
 # ----------------------------------------------------------------------------- Figure 5 and Table III
@@ -699,7 +699,7 @@ def test_run_setup_note_says_the_run_and_shows_the_pairs_pilot(shown):
 
 def test_draw_alpha_similarity_plots_within_and_across_pairs(shown, glued):
     pairs, part = pairs_world()
-    fig3 = sec.fig3_claims(params(pair_rounds=4), pairs, part, mb=tiny_config(options={"alpha_lr": 1.0,
+    fig3 = sec.fig3_claims(params(pair_rounds=4), pairs, part=part, mb=tiny_config(options={"alpha_lr": 1.0,
                                                                                          "alpha_momentum": 0.0}))  # fmt: skip
     shown.clear()
     sec.draw_alpha_similarity(pairs, fig3)
@@ -728,7 +728,9 @@ def test_implicit_similarity_draws_c_and_the_weight_on_a_clients_pair(shown, glu
 
 def test_table1_readings_set_both_margins_side_by_side(shown):
     pairs, _ = pairs_world()
-    sec.table1_readings(paper_frame(), table1_of(pairs), "The pilot seeds alone give each of them the same word.")
+    sec.table1_readings(
+        paper_frame(), table1_of(pairs), pilot_words="The pilot seeds alone give each of them the same word."
+    )
     words = text(shown)
     assert "reports no spread for Tables I and II" in words
     assert (
@@ -760,7 +762,7 @@ def test_table2_setup_notes_say_the_edges_choices_seeds_and_saturation(shown):
 def test_closing_summary_says_where_and_why(monkeypatch, shown):
     runs, c = t2_claims_of(monkeypatch, shown)
     pairs, part = pairs_world()
-    fig3 = sec.fig3_claims(params(pair_rounds=4), pairs, part, mb=tiny_config(options={"alpha_lr": 1.0,
+    fig3 = sec.fig3_claims(params(pair_rounds=4), pairs, part=part, mb=tiny_config(options={"alpha_lr": 1.0,
                                                                                          "alpha_momentum": 0.0}))  # fmt: skip
     import myst_nb
 
@@ -768,7 +770,7 @@ def test_closing_summary_says_where_and_why(monkeypatch, shown):
     rep = sec.what_reproduced(params(), c.rows)
     shown.clear()
     P = params()
-    sec.closing_summary(P, pairs, runs, reproduced=rep, fig3=fig3, arms=t2_arms(runs), plan=t2_plan(runs),
+    sec.closing_summary(P, pairs, runs=runs, reproduced=rep, fig3=fig3, arms=t2_arms(runs), plan=t2_plan(runs),
                         row_names=sec.table2_results(P, runs, plan=t2_plan(runs), paper=sec.paper_table2(
                             P, paper_frame())).row_names, cap_text="CAP", inert_all=True, n_train=600)  # fmt: skip
     (words,) = [s.data for s in shown]
@@ -787,7 +789,7 @@ def test_closing_summary_says_where_and_why(monkeypatch, shown):
     )
     assert "* **FedAMP.** In every setting FedAMP's attention is inert" in words
     shown.clear()
-    sec.closing_summary(params(seeds=[0]), pairs, runs, reproduced=rep, fig3=fig3, arms=t2_arms(runs),
+    sec.closing_summary(params(seeds=[0]), pairs, runs=runs, reproduced=rep, fig3=fig3, arms=t2_arms(runs),
                         plan=t2_plan(runs), row_names=[], cap_text="", inert_all=False, n_train=600)  # fmt: skip
     assert shown[0].data.endswith("With 1 seed no claim is tested at this profile.")
 
@@ -799,7 +801,7 @@ def test_costs_ledger_sets_traffic_and_time_against_fedavg(shown):
     runs = t2_runs(lost={(arm(F5, mb_label(10)), 2)})
     pairs, _ = pairs_world()
     net = multi_branch(build_model("mlp", (64,), 10, None), branches=3, shared_alpha=True, seed=0)
-    ratio = sec.costs_ledger(params(), pairs, runs, finals=runs.finals(), net=net, s0=0)
+    ratio = sec.costs_ledger(params(), pairs, runs=runs, finals=runs.finals(), net=net, s0=0)
     assert ratio == pytest.approx(3.0)
     note, ledger, md = shown
     assert note.startswith("pairs runs (B = 3): pFedMB uploads 3.00 × and downloads 1.00 × FedAvg's bytes")
@@ -822,7 +824,7 @@ def test_branch_cuts_count_the_traffic_of_partial_branching_and_dropped_branches
     plain = build_model("mlp", (64,), 10, None)
     n_plain = sum(p.numel() for p in plain.parameters())
     net = multi_branch(plain, branches=3, shared_alpha=True, seed=0)
-    sec.branch_cuts(params(pair_branches=3, pilot_branches=5), pairs, runs, net=net, n_plain=n_plain)
+    sec.branch_cuts(params(pair_branches=3, pilot_branches=5), pairs, runs=runs, net=net, n_plain=n_plain)
     partial, _, cuts = shown
     assert partial["share of P"].iloc[-1] == pytest.approx(1.0, abs=0.01)  # every layer branched: (about) all of P
     assert partial["traffic ÷ FedAvg (B = 3)"].iloc[-1] == pytest.approx(3.0, abs=0.02)

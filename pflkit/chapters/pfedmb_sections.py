@@ -224,7 +224,7 @@ class Pilot(NamedTuple):
 
 
 def pilot_tuner(P: Params, store) -> Callable[..., Pilot]:
-    """The validation pilot of one setting, as a function ``tuned(base, methods, mb_options, probe)``
+    """The validation pilot of one setting, as a function ``tuned(base, methods, *, mb_options, probe)``
     running its sweeps in ``store``, in two stages.
     1. At ``P.pilot_lr``: pFedMB's η_α over ``P.alpha_lr_grid`` with momentum on α and without (branches × √B),
        FedAMP's σ.
@@ -232,7 +232,7 @@ def pilot_tuner(P: Params, store) -> Callable[..., Pilot]:
        and × √B.
     Every grid follows the kit's edge rule (``tune_axis``)."""
 
-    def tuned(base: RunConfig, methods: list[str], mb_options: dict, probe) -> Pilot:
+    def tuned(base: RunConfig, methods: list[str], *, mb_options: dict, probe) -> Pilot:
         """The validation pilot of one setting (``base``: its config with the pilot's rounds), in two stages.
         1. At P.pilot_lr: pFedMB's η_α over P.alpha_lr_grid with momentum on α and without (branches × √B, the
            kit's default: as drawn, a deep multi-branch net barely trains at some settings), FedAMP's σ.
@@ -402,7 +402,7 @@ class Fig3Claims(NamedTuple):
     round1: str
 
 
-def fig3_claims(P: Params, pairs, part: PairPartitions, *, mb: RunConfig) -> Fig3Claims:
+def fig3_claims(P: Params, pairs, *, part: PairPartitions, mb: RunConfig) -> Fig3Claims:
     """Figure 3's claims (pairs learn the same α, how fast, their own branches) on the pairs' sweep ``pairs``
     (``mb``: pFedMB's chosen config), and their bullets."""
     seeds = pairs.seeds
@@ -538,7 +538,7 @@ class PairClaims(NamedTuple):
     pilot_words: str
 
 
-def table1_claims(P: Params, pairs, plan: pd.DataFrame, *, t1: Table1, alt: str) -> PairClaims:
+def table1_claims(P: Params, pairs, *, plan: pd.DataFrame, t1: Table1, alt: str) -> PairClaims:
     """Table I's claims (eq. 5 against eq. 6 and the baselines) and Figure 4's, on the pairs' sweep ``pairs``
     and its seed plan ``plan``, and their bullets."""
     saturated = saturation(pairs, PAIR_MAIN)  # the kit's flag: a labelled setting, no headline
@@ -815,7 +815,7 @@ class Eq6Control(NamedTuple):
     arms: dict[str, RunConfig]
 
 
-def eq6_control_arms(P: Params, plan: Table2Plan, arms: Table2Arms) -> Eq6Control:
+def eq6_control_arms(P: Params, plan: Table2Plan, *, arms: Table2Arms) -> Eq6Control:
     """The eq. 6 control where the headline is judged: pFedMB at its chosen B and rates (``plan``, ``arms``)
     with plain averaging."""
     of = {n: f"{n} · {PFEDMB} (eq. 6)" for n in P.headline}
@@ -1391,7 +1391,7 @@ def implicit_similarity(P: Params, part: PairPartitions) -> None:
     )
 
 
-def table1_readings(paper: pd.DataFrame, t1: Table1, pilot_words: str) -> None:
+def table1_readings(paper: pd.DataFrame, t1: Table1, *, pilot_words: str) -> None:
     """The two readings of Table I's header (``t1``; ``paper``: the chapter's published numbers) and the
     validation pilot's words."""
     t1_paper, t1_printed = t1.paper, t1.printed
@@ -1538,7 +1538,7 @@ def table2_claim_notes(claims: Table2Claims) -> None:
         display(c.gap_means.round(2).to_frame("worst gap"))
 
 
-def amp_ifca_notes(P: Params, runs, claims: Table2Claims) -> bool:
+def amp_ifca_notes(P: Params, runs, *, claims: Table2Claims) -> bool:
     """Did FedAMP or IFCA degenerate? FedAMP's self-weights over the rounds (``claims``: its state at the
     last round) and IFCA's cluster picks, from ``runs``.  Returns whether FedAMP's attention is inert in
     every setting."""
@@ -1670,8 +1670,8 @@ def fig5_notes(P: Params, runs, *, fig5: Fig5, claims: Fig5Claims, chosen_b: dic
 def closing_summary(
     P: Params,
     pairs,
-    runs,
     *,
+    runs,
     reproduced: Reproduced,
     fig3: Fig3Claims,
     arms: Table2Arms,
@@ -1780,7 +1780,7 @@ def closing_summary(
     display(Markdown("\n".join(lines)))
 
 
-def costs_ledger(P: Params, pairs, runs, *, finals: pd.DataFrame, net, s0: int) -> float:
+def costs_ledger(P: Params, pairs, *, runs, finals: pd.DataFrame, net, s0: int) -> float:
     """§VI's costs: traffic per visit and the wall time of each method's runs (``runs`` and their ``finals``,
     on seed ``s0``), and what pFedMB sends in the pairs (``pairs``; ``net``: a multi-branch net of the
     pairs' B).  Returns pFedMB's upload ÷ FedAvg's in the pairs."""
@@ -1838,7 +1838,7 @@ def costs_ledger(P: Params, pairs, runs, *, finals: pd.DataFrame, net, s0: int) 
     return ratio5
 
 
-def branch_cuts(P: Params, pairs, runs, *, net, n_plain: int) -> None:
+def branch_cuts(P: Params, pairs, *, runs, net, n_plain: int) -> None:
     """§VI's two cuts: branching only some layers of ``net`` (a multi-branch net; ``n_plain``: the plain
     net's parameters, P), and dropping the branches a client gives little weight (the final α of ``pairs``
     and ``runs``)."""
