@@ -706,12 +706,11 @@ class Table2Arms:
 def table2_arms(P: Params, pilots: dict[str, Pilot], *, pair_pilot: Pilot, store) -> Table2Arms:
     """Table II's and Figure 5's arms from each setting's pilot (``pilots``: setting -> :class:`Pilot`), and
     the pilots' edges (the pairs' pilot, ``pair_pilot``, first); their sweeps run in ``store``."""
-    edges = pd.concat({"pairs": pair_pilot.edges} | {n: p.edges for n, p in pilots.items()}, names=["pilot", "grid"])
+    every = {"pairs": pair_pilot, **pilots}
+    edges = pd.concat({n: p.edges for n, p in every.items()}, names=["pilot", "grid"])
     for col in ("chosen first", "chosen"):
         edges[col] = edges[col].map(value_words)
-    mb_pick = {"pairs": pair_pilot.chosen[PFEDMB]} | {
-        n: p.chosen[PFEDMB] for n, p in pilots.items()
-    }  # each pilot's pFedMB
+    mb_pick = {n: p.chosen[PFEDMB] for n, p in every.items()}  # each pilot's pFedMB
     edge_used = [  # (pilot, grid, value): a choice the runs use that still sits at its grid's edge
         (p, g, edges.loc[(p, g), "chosen"])
         for p, g in edges.index
