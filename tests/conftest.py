@@ -82,3 +82,23 @@ def killed_and_resumed(cfg: RunConfig, make_fed, checkpoint, kill_round: int = 2
     with pytest.raises(Killed):
         run(cfg, make_fed(cfg), on_round=kill)
     return run(cfg, make_fed(cfg))
+
+
+@pytest.fixture
+def cli(capsys, tmp_path, monkeypatch):
+    """``python -m pflkit ARGS`` in this process (:func:`pflkit.cli.main`, from ``tmp_path``): an object with
+    ``returncode``, ``stdout`` and ``stderr`` as ``subprocess.run`` gives them, without a new interpreter's
+    start (seconds a call).  A test that a real process prints one line keeps a subprocess."""
+    from types import SimpleNamespace
+
+    from pflkit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+
+    def call(*args):
+        capsys.readouterr()
+        rc = main([str(a) for a in args])
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=rc, stdout=out.out, stderr=out.err)
+
+    return call

@@ -72,14 +72,20 @@ def test_run_ktpfl_with_models_and_a_public_set(tmp_path):
         (["run", "ktpfl", "--dataset", "digits", "--public-images", "50", "--public-source", "digits"], "is the run's dataset"),
     ],
 )  # fmt: skip
-def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
-    r = subprocess.run(
-        [sys.executable, "-m", "pflkit", *args], capture_output=True, text=True, cwd=tmp_path, timeout=300
-    )
+def test_bad_input_is_one_line_exit_2(cli, args, needle):
+    r = cli(*args)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_real_process_says_bad_input_in_one_line_and_exits_2(tmp_path):
+    """The same as a process: nothing else on stderr (no traceback, no warning at import)."""
+    r = subprocess.run([sys.executable, "-m", "pflkit", "run", "nope", "--dataset", "digits"], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=300)  # fmt: skip
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: unknown method 'nope'; known: ")
 
 
 def test_method_options_parse_booleans_and_types():

@@ -507,8 +507,8 @@ def test_cli_sweep_and_compare(tmp_path):
         (["compare", "fedavg", "fedavg", "--seeds", "0"], "two different"),
     ],
 )  # fmt: skip
-def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, needle):
-    r = pflkit(*args, *RUN, "--store", str(tmp_path / "s"))
+def test_cli_bad_input_is_one_line_exit_2(cli, tmp_path, args, needle):
+    r = cli(*args, *RUN, "--store", tmp_path / "s")
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
