@@ -46,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("dataset")
     pc = sub.add_parser("paper-check", help="can the paper profile run here? (its datasets, a GPU); one line if not")
     pc.add_argument("chapters", nargs="*", help="chapters to check (default: every chapter)")
-    pk = sub.add_parser("paper-cost", help="the paper profile per chapter: datasets, runs, steps, GPU-hours (estimated)")
+    pk = sub.add_parser(
+        "paper-cost", help="the paper profile per chapter: datasets, runs, steps, GPU-hours (estimated)"
+    )
     pk.add_argument("chapters", nargs="*", help="chapters (default: every chapter)")
 
     p = sub.add_parser("partition", help="partition a dataset among clients and write JSON")

@@ -112,7 +112,9 @@ def test_the_report_tallies_every_chapters_claims_file(tmp_path):
     assert (t["claims"], t["reproduces"], t["inconclusive"], t["open"]) == (2, 1, 1, 1)
     assert build_book.claims_tally(tmp_path / "none.csv") == {}
     lines = build_book.claims_section({"book/x.ipynb": {"claims": t}, "book/y.ipynb": {}})
-    assert "| x | 2 | 1 | 1 | 1 (50 %) |" in lines and "inconcl." in lines[6] and "| all | 2 | 1 | 1 | 1 (50 %) |" in lines
+    assert (
+        "| x | 2 | 1 | 1 | 1 (50 %) |" in lines and "inconcl." in lines[6] and "| all | 2 | 1 | 1 | 1 (50 %) |" in lines
+    )
 
 
 def test_a_page_that_stopped_early_still_has_its_glued_findings():

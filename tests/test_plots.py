@@ -67,7 +67,12 @@ def test_the_claims_plot_is_legible_at_the_column():
 
 
 def test_the_claims_figure_stands_in_a_line_where_no_claim_has_an_interval():
-    row = {"claim": "a", "verdict": "not tested", "paper": "", "_v": Verdict("not tested", 1.0, float("nan"), float("nan"), 1)}
+    row = {
+        "claim": "a",
+        "verdict": "not tested",
+        "paper": "",
+        "_v": Verdict("not tested", 1.0, float("nan"), float("nan"), 1),
+    }
     assert "No claim" in plots.claims_figure([row]).data
     good = {"claim": "b", "verdict": "reproduces", "paper": "", "_v": Verdict("reproduces", 1.0, 0.5, 1.5, 3)}
     fig = plots.claims_figure([row, good])
