@@ -609,7 +609,8 @@ def load_omniglot(root=None, download: bool = False, size: int = 28, n_train_per
 
 LEAF_HINT = (
     "download and preprocess it with LEAF's scripts on a connected machine "
-    "(github.com/TalwalkarLab/leaf, data/{name}: ./preprocess.sh -s niid --sf 0.05 -k 0 -t sample) "
+    "(github.com/TalwalkarLab/leaf, data/{name}: ./preprocess.sh -s niid --sf 1.0 -k 0 -t sample --tf 0.8, "
+    "the full dataset as the papers use it) "
     "and copy its data/train and data/test folders{images} to {where}"
 )
 

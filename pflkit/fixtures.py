@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 # images per class in the training and test sets; LEAF datasets: users and images per user
-PER_CLASS = {"mnist": (40, 8), "fashion-mnist": (40, 8), "emnist-balanced": (8, 2), "emnist-byclass": (6, 2),
-             "cifar10": (60, 12), "cifar100": (8, 2), "omniglot": None}  # fmt: skip
+PER_CLASS = {"mnist": (100, 20), "fashion-mnist": (200, 40), "emnist-balanced": (8, 2), "emnist-byclass": (6, 2),
+             "cifar10": (80, 40), "cifar100": (20, 4), "omniglot": None}  # fmt: skip
 LEAF_USERS = {"femnist": (24, 16, 62), "celeba": (24, 12, 2)}  # users, train images a user, classes
 EMNIST_CLASSES = {"emnist-balanced": 47, "emnist-byclass": 62}
 
