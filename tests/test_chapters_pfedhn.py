@@ -266,6 +266,8 @@ def test_size_swap_probe_groups_clients_by_the_servers_width_rule(monkeypatch):
     clients = [SimpleNamespace(cid=i) for i in range(6)]
     assert size_swap_probe(2, {}, server, clients) == {"S": [0, 1], "M": [2, 3], "L": [4, 5]}
     assert size_swap_probe(1, {}, server, clients) is None  # only after the last round
+    clients = [SimpleNamespace(cid=i, data=SimpleNamespace(test_idx=[] if i == 3 else [i])) for i in range(6)]
+    assert size_swap_probe(2, {}, server, clients) == {"S": [0, 1], "M": [2], "L": [4, 5]}  # client 3: no test data
 
 
 # ----------------------------------------------------------------------------- Figures 2 and 7, 5 and 6
@@ -488,7 +490,9 @@ def test_setup_rows_say_this_executions_values():
     rows = dict((what, ours) for what, ours, _ in setup_rows(p))
     assert list(rows) == ["Data", "Split", "Clients", "Model", "Training", "Seeds"]
     assert rows["Data"].startswith("Fashion-MNIST: all training images for Tables 1 and 4, 15,000 (stratified)")
-    assert "5 classes and 100 images a client" in rows["Split"]
+    assert "5 classes and 100 images a client" in rows["Split"] and rows["Split"].startswith(
+        "2 classes a client, shares"
+    )
     assert rows["Clients"] == "Table 1: 10, 50, 100; Table 2: 75 in three sizes; Figure 2: 40 + 16 novel"
     assert rows["Seeds"] == "0, 1, 2 for every arm; a claim's arms to its seed plan, at most 10"
 
@@ -810,3 +814,264 @@ def test_draw_curves_has_two_panels_per_client_count():
         "50 clients: hypernetwork steps",
     ]
     assert sorted(t.get_text() for t in fig.legends[0].get_texts()) == ["FedAvg", "pFedHN"]
+
+
+# ----------------------------------------------------------------------------- the paper profile
+
+
+def test_datasets_are_named_and_set_beside_the_papers_column():
+    assert [ch.data_label(d) for d in ("fashion-mnist", "cifar10", "cifar100")] == ["FMNIST", "CIFAR-10", "CIFAR-100"]
+    assert [ch.paper_dataset(d) for d in ("fashion-mnist", "cifar10", "cifar100")] == ["CIFAR10", "CIFAR10", "CIFAR100"]
+    assert [ch.paper_label(d) for d in ("fashion-mnist", "cifar10", "cifar100")] == [
+        "CIFAR-10",
+        "CIFAR-10",
+        "CIFAR-100",
+    ]
+    classes = {"cifar10": 2, "cifar100": 10}
+    assert ch.data_fields("cifar100", classes) == {"dataset": "cifar100", "classes_per_client": 10}
+    assert (
+        ch.where("cifar10", ["cifar10", "cifar100"]) == ""
+        and ch.where("cifar100", ["cifar10", "cifar100"]) == ", CIFAR-100"
+    )
+    assert ch.data_heading("cifar100", ["cifar10", "cifar100"]) == ["**CIFAR-100**"]
+    assert ch.data_heading("fashion-mnist", ["fashion-mnist"]) == []  # one dataset: the book's page as it was
+
+
+def test_table1_on_cifar100_reads_the_papers_cifar100_column():
+    paper = pd.DataFrame(
+        {"table": "Table 1", "dataset": ["CIFAR10", "CIFAR100", "CIFAR100", "CIFAR100"], "setting": "10 clients",
+         "method": ["pFedHN", "pFedHN", "Local", "pFedHN-PC"], "value": [90.0, 65.74, 58.98, 68.15]}
+    )  # fmt: skip
+    assert paper_t1(paper, 10, "CIFAR100") == {"pFedHN": 65.74, "Local": 58.98, "pFedHN-PC": 68.15}
+    assert t1_text(10, "pFedHN", "Local", ", CIFAR-100") == (
+        "Table 1, CIFAR-100, 10 clients: pFedHN beats the strongest baseline (Local, on validation)"
+    )
+    res = result({"pFedHN": [record(0.80), record(0.82), record(0.81)], "pFedHN-PC": [record(0.7)] * 3,
+                  "Local": [record(0.70, 0.9)] * 3})  # fmt: skip
+    rows, lines, means = table1_claims({10: res}, {10: res}, paper, None, 1.0, dataset="CIFAR100", where=", CIFAR-100")
+    assert rows[0]["claim"] == t1_text(10, "pFedHN", "Local", ", CIFAR-100")
+    assert rows[0]["paper"] == "+6.8 vs Local (CIFAR-100)"  # 65.74 − 58.98
+    assert lines[0].startswith("* 10 clients, CIFAR-100, pFedHN − Local:") and means[0].startswith(
+        "* **10 clients, CIFAR-100**"
+    )
+    table = table1_rows(res, {"pFedHN": 65.74}, "CIFAR-100")
+    assert table.loc["pFedHN", "paper CIFAR-100"] == 65.74
+    wide = table1_wide(pd.concat({10: table}, names=["clients"]), label="CIFAR-100").data
+    assert wide.iloc[0].tolist()[:3] == ["pFedHN", table.loc["pFedHN", "ours mean_acc"].split(" (")[0], "65.7"]
+    shown = page_table(table, ["paper CIFAR-100", "ours mean_acc"], data="CIFAR-100")
+    assert list(shown.data.columns) == ["method", "paper, CIFAR-100 (%)", "ours, CIFAR-100 (%)"]
+
+
+def test_table2_names_its_dataset_and_the_papers():
+    res, groups, published = table2_result()
+    args = dict(hn="HN", baselines=["FedAvg", "Local"], widths=["S", "M"])
+    table = table2_table(res, **args, groups=groups, published=published, data="CIFAR-100", label="CIFAR-100")
+    assert list(table.columns) == ["ours CIFAR-100 S", "ours CIFAR-100 M", "paper CIFAR-100 S", "paper CIFAR-100 M"]
+    best, diffs = table2_diffs(res, ", CIFAR-100", **args, groups=groups)
+    rows, _ = table2_claims(res, best, diffs, None, **args, published=published, resolution=1.0, label="CIFAR-100")
+    assert (
+        rows[0]["claim"].startswith("Table 2, CIFAR-100, size S:") and rows[0]["paper"] == "+3.0 vs pFedMe (CIFAR-100)"
+    )
+
+
+def test_run_config_takes_the_dataset_from_its_defaults_and_a_field_wins():
+    defaults = {"dataset": "cifar10", "classes_per_client": 2, "val_fraction": 0.2}
+    cfg = run_config("fedavg", clients=10, updates=100, baseline_per_round=5, defaults=defaults)
+    assert (cfg.dataset, cfg.classes_per_client, cfg.val_fraction) == ("cifar10", 2, 0.2)
+    other = run_config("fedavg", clients=10, updates=100, baseline_per_round=5, defaults=defaults,
+                       **ch.data_fields("cifar100", {"cifar100": 10}))  # fmt: skip
+    assert (other.dataset, other.classes_per_client) == ("cifar100", 10)
+    assert run_config("fedavg", clients=10, updates=100, baseline_per_round=5).dataset == "fashion-mnist"
+
+
+def test_setup_rows_and_lead_claims_name_the_papers_datasets():
+    p = dict(T1_IMAGES=(None, None), TRAIN_IMAGES=None, HR_CLASSES=5, HR_IMAGES=100, CLIENT_COUNTS=[10, 50, 100],
+             BUDGET_CLIENTS=75, NOVEL_TRAIN=90, N_NOVEL=12, CLIENT_UPDATES=5000, T1_LOCAL_STEPS=50,
+             BASELINE_CLIENTS_PER_ROUND=5, UPDATES=5000, LOCAL_STEPS=50, SEEDS=[0, 1, 2], SEED_CAP=10,
+             DATASETS=["cifar10", "cifar100"], CLASSES_PER_CLIENT={"cifar10": 2, "cifar100": 10})  # fmt: skip
+    rows = dict((what, ours) for what, ours, _ in setup_rows(p))
+    assert rows["Data"].startswith("CIFAR-10 and CIFAR-100: all training images for Tables 1 and 4, all (stratified)")
+    assert rows["Split"].startswith("2 classes a client (CIFAR-10), 10 classes a client (CIFAR-100), shares U(.4, .6)")
+    row = {
+        "claim": "a check",
+        "ours (a − b, 95 % CI)": "+10.0 [+8.2, +11.8] (7 seeds)",
+        "verdict": "reproduces",
+        "notes": "n",
+    }
+    hr_rows = [row, row, row, row | {"claim": "Table 1, 10 clients, headroom split: pFedHN beats X"}]
+    res = result({"pFedHN": [record(0.70)] * 3, "Local": [record(0.75, 0.9)] * 3})
+    leads = lead_claims(n0=10, counts=[10, 50], hr_rows=hr_rows, best_hr="FedPer", t1={50: res}, t1_pilot={50: res},
+                        mech2h=row, widths=["S"], budget_clients=75, fig2="Figure 2: gap", row_gap=row,
+                        novel_clients="90 + 12 novel clients", resolution=1.0, data="CIFAR-10")  # fmt: skip
+    assert [lead[2] for lead in leads] == ["CIFAR-10, our headroom split, 10 clients", "CIFAR-10, the paper's split, 50 clients",
+                                           "CIFAR-10, our headroom split, 75 clients", "CIFAR-10 Dir(0.1), 90 + 12 novel clients"]  # fmt: skip
+
+
+def test_paper_cost_counts_the_paper_profiles_runs_and_steps():
+    from pflkit.paper import parameters
+
+    p = parameters("pfedhn", "paper")
+    assert p["DATASETS"] == ["cifar10", "cifar100"] and p["CLASSES_PER_CLIENT"]["cifar100"] == 10
+    cost = ch.paper_cost(p)
+    # one dataset's Tables 1 and 2, by hand (cap 10, pilot 3 seeds, 5 baseline clients a round, K = 50):
+    # a run of Table 1 is 5000 client updates × 50 steps = 250,000 steps (pFedMe × 3 = 750,000).
+    # Table 1, each client count: pFedHN, pFedHN-PC at 10 seeds (5.0 M), the strongest baseline as pFedMe at
+    # 10 (7.5 M), the other five baselines at 3 (3.75 M): 45 runs, 16.25 M; at 10 clients also the averaging
+    # and no-clip arms at 3 (1.5 M): 51 runs, 17.75 M. Table 1: 141 runs, 50.25 M steps.
+    # Table 2: the HN (15,000 updates × 50 = 750,000) at 3 seeds, FedAvg, Per-FedAvg, LG-FedAvg per size at 3
+    # (27 runs × 250,000), pFedMe per size at 3 (9 × 750,000): 39 runs, 15.75 M. One dataset: 180 runs, 66.0 M.
+    one = ch.paper_cost(p | {"DATASETS": ["cifar10"]})
+    assert (cost["runs"] - one["runs"], cost["steps"] - one["steps"]) == (180, 66_000_000)
+    # the rest, on the first dataset: headroom pilot 9 × 50,000 and 80 × 250,000; Table 2 on it 130 runs, 52.5 M,
+    # its extensions (2× and 4×) 80 runs, 180 M; Figures 2/7 20 runs, 5.3 M; Figure 4 20, 5.0 M;
+    # Figure 5 50 runs, 10 × 5000 × (1 + 25 + 50 + 100 + 200) = 18.8 M; Figure 6 80, 20 M; Table 4 60, 15 M; C.5 20, 5 M
+    assert (cost["runs"], cost["steps"]) == (360 + 549, 132_000_000 + 322_050_000)
+    assert cost["datasets"] == ["cifar10", "cifar100"] and cost["seeds"] == {"pilot": 3, "cap": 10}
+    assert cost["clients"]["Table 1"] == [10, 50, 100] and cost["rounds"]["Table 1"] == 5000 and cost["note"]
+
+
+NAMES = {"pfedhn": "pFedHN", "pfedhn-pc": "pFedHN-PC", "local": "Local"}
+
+
+def fake_run(calls: list, acc: dict):
+    """A sweep's stand-in: every arm on its seeds, each run's accuracy ``acc[arm] + seed / 100``."""
+
+    def run(arms, seeds):
+        calls.append((list(arms), seeds))
+        by_arm = {a: list(seeds[a] if isinstance(seeds, dict) else seeds) for a in arms}
+        records = {(a, s): record(acc[a] + s / 100) for a in arms for s in by_arm[a]}
+        return SweepResult(records, list(arms), sorted({s for v in by_arm.values() for s in v}))
+
+    return run
+
+
+def test_table1_runs_pilot_plan_and_runs_per_client_count(monkeypatch):
+    t1c = partial(ch.table1_config, _config, updates=100, local_steps=7, images=(None, None), clip=50.0, options={},
+                  evals=4)  # fmt: skip
+    calls = []
+    run = fake_run(calls, {"pFedHN": 0.9, "pFedHN-PC": 0.85, "Local": 0.7, "pFedHN avg": 0.8, "pFedHN noclip": 0.8})
+    out = ch.table1_runs(t1c, [10, 50], ["pfedhn", "pfedhn-pc", "local"], [], NAMES.get, run=run, seeds=[0, 1, 2],
+                         cap=10, resolution=1.0, where=", CIFAR-100", averaged="pFedHN avg", averaged_clients=5,
+                         no_clip="pFedHN noclip")  # fmt: skip
+    assert list(out) == ["config", "arms", "pilot", "plan", "runs"] and out["config"] is t1c
+    assert list(out["runs"]) == [10, 50] and list(out["arms"][10]) == [
+        "pFedHN",
+        "pFedHN-PC",
+        "Local",
+        "pFedHN avg",
+        "pFedHN noclip",
+    ]
+    assert len(calls) == 4 and calls[0] == (list(out["arms"][10]), [0, 1, 2])  # the pilots, then each count's runs
+    assert list(out["plan"].index) == [t1_text(n, hn, "Local", ", CIFAR-100") for n in (10, 50) for hn in NAMES.values()
+                                       if hn != "Local"]  # fmt: skip
+    assert out["runs"][50].values("pFedHN").tolist() == pytest.approx([90.0, 91.0, 92.0])  # decided at the pilot
+    monkeypatch.setattr(ch, "dry", lambda: True)
+    monkeypatch.setattr(ch, "fixture_splits", lambda cfg: cfg.clients < 50)
+    dry = ch.table1_runs(t1c, [10, 50], ["pfedhn", "local"], [], NAMES.get, run=fake_run([], {"pFedHN": 0.9, "Local": 0.7,
+                         "pFedHN avg": 0.8, "pFedHN noclip": 0.8}), seeds=[0], cap=1, resolution=1.0, averaged="pFedHN avg", averaged_clients=5,
+                         no_clip="pFedHN noclip")  # fmt: skip
+    assert list(dry["runs"]) == [10]  # the count the stand-in data cannot split is left out
+
+
+def test_fixture_splits_says_whether_the_stand_in_data_split(monkeypatch, capsys):
+    cfg = _config("fedavg", clients=100, updates=10, dataset="cifar100")
+
+    def fails(message):
+        def from_config(c):
+            assert c.device == "cpu"
+            raise ch.PflkitError(message)
+
+        return from_config
+
+    monkeypatch.setattr(ch.Federation, "from_config", fails("impossible partition: client 3 gets 1 training samples"))
+    assert ch.fixture_splits(cfg) is False
+    assert "Table 1 on CIFAR-100 at 100 clients left out" in capsys.readouterr().out
+    monkeypatch.setattr(ch.Federation, "from_config", fails("no such dataset"))
+    with pytest.raises(ch.PflkitError, match="no such dataset"):  # any other error still stops the run
+        ch.fixture_splits(cfg)
+    clients = [SimpleNamespace(val_idx=[]), SimpleNamespace(val_idx=[4])]
+    monkeypatch.setattr(ch.Federation, "from_config", lambda c: SimpleNamespace(clients=clients))
+    assert ch.fixture_splits(cfg) is True
+    monkeypatch.setattr(ch.Federation, "from_config", lambda c: SimpleNamespace(clients=clients[:1]))
+    assert ch.fixture_splits(cfg) is False and "no client has validation data" in capsys.readouterr().out
+
+
+def test_table1_shown_and_claims_set_each_dataset_beside_the_papers_same_dataset():
+    res = result({"pFedHN": [record(0.80), record(0.82), record(0.81)], "pFedHN-PC": [record(0.7)] * 3,
+                  "Local": [record(0.70, 0.9)] * 3})  # fmt: skip
+    t1 = {d: {"runs": {10: res}, "pilot": {10: res}, "plan": None} for d in ("cifar10", "cifar100")}
+    paper = pd.DataFrame(
+        {"table": "Table 1", "dataset": ["CIFAR10"] * 3 + ["CIFAR100"] * 3, "setting": "10 clients",
+         "method": ["pFedHN", "pFedHN-PC", "Local"] * 2, "value": [90.83, 92.47, 86.46, 65.74, 68.15, 58.98]}
+    )  # fmt: skip
+    shown = ch.table1_shown(t1, paper, ["cifar10", "cifar100"])
+    assert len(shown) == 6 and [shown[0].data, shown[3].data] == ["**CIFAR-10**", "**CIFAR-100**"]
+    assert shown[1].data.iloc[0].tolist()[2] == "90.8" and shown[4].data.iloc[0].tolist()[2] == "65.7"
+    assert len(ch.table1_shown({"fashion-mnist": t1["cifar10"]}, paper, ["fashion-mnist"])) == 2  # no heading
+    rows, lines, means = ch.table1_claims_all(t1, ["cifar10", "cifar100"], paper, 1.0)
+    assert [r["claim"] for r in rows] == [
+        t1_text(10, hn, "Local", w) for w in ("", ", CIFAR-100") for hn in ("pFedHN", "pFedHN-PC")
+    ]
+    assert [r["paper"] for r in rows[::2]] == ["+4.4 vs Local (CIFAR-10)", "+6.8 vs Local (CIFAR-100)"]
+    assert lines[0] == "**CIFAR-10**" and lines[3] == "**CIFAR-100**" and len(means) == 2
+
+
+def test_table2_shown_and_claims_on_every_dataset():
+    res, groups, published = table2_result()
+    args = dict(hn="HN", baselines=["FedAvg", "Local"], widths=["S", "M"])
+    t2, pub = {"cifar10": res, "cifar100": res}, {"cifar10": published, "cifar100": published}
+    shown = ch.table2_shown(t2, ["cifar10", "cifar100"], pub, args=args, groups=groups)
+    assert len(shown) == 4 and shown[2].data == "**CIFAR-100**"
+    assert "ours, CIFAR-100 (%)" not in shown[3].data.columns and "ours CIFAR-100 S" in shown[3].data.columns
+    rows, lines, plans = ch.table2_claims_all(t2, ["cifar10", "cifar100"], pub, args=args, groups=groups, cap=10,
+                                              resolution=1.0)  # fmt: skip
+    assert [r["claim"].split(":")[0] for r in rows] == ["Table 2, size S", "Table 2, size M", "Table 2, CIFAR-100, size S",
+                                                         "Table 2, CIFAR-100, size M"]  # fmt: skip
+    assert rows[2]["paper"] == "+3.0 vs pFedMe (CIFAR-100)" and list(plans) == ["cifar10", "cifar100"]
+    assert lines[0] == "**CIFAR-10**" and lines[3] == "**CIFAR-100**"
+    one, _, _ = ch.table2_claims_all({"fashion-mnist": res}, ["fashion-mnist"], {"fashion-mnist": published}, args=args,
+                                     groups=groups, cap=10, resolution=1.0)  # fmt: skip
+    assert one[0]["paper"] == "+3.0 vs pFedMe (CIFAR-10)"  # `book`: the paper's CIFAR-10 column, for orientation
+
+
+def test_table2_arms_take_all_of_the_runs_dataset_without_image_counts(monkeypatch):
+    import pflkit.engine
+
+    seen = []
+    monkeypatch.setattr(pflkit.engine, "dataset", lambda name: seen.append(name) or SimpleNamespace(y_train=range(900),
+                        y_test=range(300)))  # fmt: skip
+    arms = ch.table2_arms(_config, methods=["fedavg"], clients=12, updates=30, widths=["S", "L"], hn="HN", hn_options={},
+                          images=None, test_images=None, options={}, name=str.title, dataset="cifar100")  # fmt: skip
+    assert seen == ["cifar100"] and (arms["Fedavg (S)"].train_images, arms["Fedavg (S)"].test_images) == (300, 100)
+    assert arms["Fedavg (S)"].dataset == "cifar100" and arms["HN"].train_images is None
+
+
+def test_hn_size_acc_skips_the_clients_without_test_data(monkeypatch):
+    groups = np.array(["S", "S", "M", "M"])
+    res = result({"HN": [record(0.7, method="pfedhn", per_client=[0.5, 0.8, 0.9])]})  # client 1 had no test data
+    monkeypatch.setattr(ch, "tested_clients", lambda rec: np.array([True, False, True, True]))
+    assert hn_size_acc(res, 0, "S", hn="HN", groups=groups) == pytest.approx(50.0)
+    assert hn_size_acc(res, 0, "M", hn="HN", groups=groups) == pytest.approx(85.0)
+
+
+def test_tested_clients_rebuild_the_runs_federation(monkeypatch):
+    clients = [SimpleNamespace(test_idx=[1, 2]), SimpleNamespace(test_idx=[])]
+    seen = []
+    monkeypatch.setattr(ch.Federation, "from_config", lambda cfg: seen.append(cfg) or SimpleNamespace(clients=clients))
+    rec = {"config": RunConfig(method="pfedhn", clients=2, dataset="cifar10").to_dict()}
+    assert ch.tested_clients(rec).tolist() == [True, False]
+    assert (seen[0].dataset, seen[0].clients, seen[0].device) == ("cifar10", 2, "cpu")
+
+
+def test_novel_probe_skips_a_novel_client_without_test_data():
+    probe = NovelProbe(exchanges=1, embed_lr=1.0, n_classes=10)
+    cfg = tiny_config(method="fedavg", partition="dirichlet-normalized", alpha=0.5, clients=6, rounds=1,
+                      novel_clients=2, novel_alpha=(0.1, 1.0), local_steps=1)  # fmt: skip
+    out = {}
+
+    def on_round(r, row, server, clients):
+        clients[5].data.test_idx = clients[5].data.test_idx[:0]  # client 5: no test data
+        out.update(probe(r, row, server, clients) or {})
+
+    run(cfg, Federation.from_config(cfg), on_round=on_round)
+    assert [r["client"] for r in out["novel"]] == [4]

@@ -7,19 +7,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from functools import partial
 
 import numpy as np
 import pandas as pd
 import torch
+from IPython.display import Markdown
 from sklearn.metrics import silhouette_score
 from sklearn.neighbors import KNeighborsClassifier
 
 from ..engine import Federation, build
+from ..errors import PflkitError
 from ..federated import evaluate
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
 from ..pages import claims_tally as tally  # noqa: F401  (the sentence under the claims table)
+from ..pages import folded
 from ..partitions import total_variation
 from ..plots import arm_palette, claims_plot  # importing it shows a notebook's figures with their text size
+from ..profiles import dry
 from ..results import absent_rival, margin_text
 from ..verdicts import (
     arm_seeds,
@@ -58,10 +63,12 @@ def swap_probe(rnd, row, server, clients):
 
 def size_swap_probe(rnd, row, server, clients):
     """After the hypernetwork's last round: Figure 3's swap matrix inside each size group (the
-    hypernetwork's ``widths``, each client's size by the server's public rule)."""
+    hypernetwork's ``widths``, each client's size by the server's public rule), over the clients that have
+    test data (all of them but on a few images a class: the dry run)."""
     if not server.cfg.method.startswith("pfedhn") or rnd != server.cfg.rounds:
         return None
-    return {w: swap_accuracy(server, [c for c in clients if server.group(c.cid) == w]) for w in server.widths}
+    tested = [c for c in clients if getattr(c, "data", None) is None or len(c.data.test_idx)]
+    return {w: swap_accuracy(server, [c for c in tested if server.group(c.cid) == w]) for w in server.widths}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +106,8 @@ class NovelProbe:
 
         out = []
         for i, a in zip(novel_ids, alphas):
+            if not len(clients[i].data.test_idx):  # no test data (a few images a class: the dry run)
+                continue
             r = {"client": i, "alpha": a, "TV to nearest": min(total_variation(dist[i], dist[j]) for j in train_ids)}
             if cfg.method == "pfedhn":
                 r["acc_novel (random v)"] = test_acc(i)
@@ -177,19 +186,60 @@ def with_budget(res, arms) -> pd.DataFrame:
     return h.assign(**{"client updates": h["round"] * h["arm"].map(per_round), "server steps": h["round"]})
 
 
+# ----------------------------------------------------------------------------- the datasets
+
+DATA_LABELS = {"fashion-mnist": "FMNIST", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}  # the page's names
+PAPER_DATASETS = {"cifar10": "CIFAR10", "cifar100": "CIFAR100"}  # the kit's name -> the transcribed tables'
+
+
+def data_label(name: str) -> str:
+    """A dataset of the kit as the page names it (e.g. ``cifar100`` -> CIFAR-100)."""
+    return DATA_LABELS.get(name, name)
+
+
+def paper_dataset(name: str) -> str:
+    """The paper's column set beside ours for the kit's dataset ``name``: the same dataset where the
+    paper reports it, else CIFAR-10 (for orientation: Fashion-MNIST at `book`)."""
+    return PAPER_DATASETS.get(name, "CIFAR10")
+
+
+def paper_label(name: str) -> str:
+    """The paper's column for the kit's dataset ``name``, as the page names it (CIFAR-10, CIFAR-100)."""
+    return data_label({v: k for k, v in PAPER_DATASETS.items()}[paper_dataset(name)])
+
+
+def data_fields(name: str, classes_per_client: dict) -> dict:
+    """The run-config fields of Table 1's split on the dataset ``name``: the dataset and its classes a
+    client (§5.1: two for CIFAR-10, ten for CIFAR-100)."""
+    return {"dataset": name, "classes_per_client": classes_per_client[name]}
+
+
+def data_heading(name: str, datasets) -> list[str]:
+    """The heading of a table's dataset where the page shows several (``datasets``), else none."""
+    return [f"**{data_label(name)}**"] if len(datasets) > 1 else []
+
+
+def where(name: str, datasets) -> str:
+    """The dataset in a claim's text: nothing for the first of ``datasets`` (the book's claims keep
+    their words), ", CIFAR-100" for another."""
+    return "" if name == datasets[0] else f", {data_label(name)}"
+
+
 # ----------------------------------------------------------------------------- Table 1
 
 
-def paper_t1(paper, n: int) -> dict[str, float]:
-    """The paper's Table 1 on CIFAR-10 at ``n`` clients: method → accuracy (%)."""
-    d = paper[(paper.table == "Table 1") & (paper.dataset == "CIFAR10") & (paper.setting == f"{n} clients")]
+def paper_t1(paper, n: int, dataset: str = "CIFAR10") -> dict[str, float]:
+    """The paper's Table 1 on ``dataset`` (as transcribed: CIFAR10, CIFAR100) at ``n`` clients:
+    method → accuracy (%)."""
+    d = paper[(paper.table == "Table 1") & (paper.dataset == dataset) & (paper.setting == f"{n} clients")]
     return dict(zip(d.method, d.value))
 
 
-def table1_rows(res, published) -> pd.DataFrame:
+def table1_rows(res, published, label: str = "CIFAR-10") -> pd.DataFrame:
     """The paper's metric (mean over clients, last round) beside the authors' code's (pooled over
-    clients, at the round of best validation accuracy); ``published``: the paper's numbers by arm."""
-    ours = paper_vs_ours(res, published, label="paper CIFAR-10")
+    clients, at the round of best validation accuracy); ``published``: the paper's numbers by arm, on
+    its dataset ``label``."""
+    ours = paper_vs_ours(res, published, label=f"paper {label}")
     code = paper_vs_ours(res, {}, metric="pooled_acc@best_val")["ours pooled_acc@best_val"]
     return ours.join(code.rename("ours pooled, best-by-val (authors' code)"))
 
@@ -199,18 +249,19 @@ def t1_best(res) -> str:
     return res.select([a for a in res.arms if not a.startswith("pFedHN")], by="val_mean_acc")
 
 
-def t1_text(n, hn, best) -> str:
-    """The claim that hypernetwork ``hn`` beats the strongest baseline ``best`` at ``n`` clients."""
-    return f"Table 1, {n} clients: {hn} beats the strongest baseline ({best}, on validation)"
+def t1_text(n, hn, best, where: str = "") -> str:
+    """The claim that hypernetwork ``hn`` beats the strongest baseline ``best`` at ``n`` clients
+    (``where``: the dataset, :func:`where`)."""
+    return f"Table 1{where}, {n} clients: {hn} beats the strongest baseline ({best}, on validation)"
 
 
-def t1_seed_plan(pilot: dict, seeds: list[int], cap: int, resolution: float):
+def t1_seed_plan(pilot: dict, seeds: list[int], cap: int, resolution: float, where: str = ""):
     """Table 1's seed plan and what each column runs to under it.  ``pilot``: clients -> the pilot's
     sweep.  The plan pools the spread of every column's two claims (each hypernetwork against the
     column's strongest baseline on the pilot's validation); each claim's two arms then run to their
     claim's plan, every other arm to the pilot's seeds.  Returns the plan and clients -> arm -> seeds."""
     best = {n: t1_best(res) for n, res in pilot.items()}
-    claims = {n: {t1_text(n, hn, best[n]): (hn, best[n]) for hn in ("pFedHN", "pFedHN-PC")} for n in pilot}
+    claims = {n: {t1_text(n, hn, best[n], where): (hn, best[n]) for hn in ("pFedHN", "pFedHN-PC")} for n in pilot}
     plan = seed_plan({c: list(pilot[n].paired(*arms)) for n in pilot for c, arms in claims[n].items()},
                      cap=cap, resolution=resolution)  # fmt: skip
     return plan, {n: arm_seeds(plan, claims[n], seeds, arms=res.arms, cap=cap) for n, res in pilot.items()}
@@ -239,19 +290,31 @@ def headroom_claims(res, arms, baselines, shared):
 
 def hn_size_acc(res, seed, w, *, hn, groups) -> float:
     """The hypernetwork's mean test accuracy (%) over the clients of size group ``w``."""
-    return 100 * np.array(res[hn, seed]["final"]["per_client_acc"])[np.asarray(groups) == w].mean()
+    rec = res[hn, seed]
+    acc, groups = np.array(rec["final"]["per_client_acc"]), np.asarray(groups)
+    if len(acc) != len(groups):  # a client without test data has no accuracy (a few images a class: the dry run)
+        groups = groups[tested_clients(rec)]
+    return 100 * acc[groups == w].mean()
 
 
-def table2_table(res, *, hn, baselines, widths, groups, published) -> pd.DataFrame:
-    """Our Table 2 (mean ± sd over seeds) beside the paper's CIFAR-10 numbers (``published``: the
-    paper's Table 2 rows, settings ending in "size S" etc.)."""
+def tested_clients(rec: dict) -> np.ndarray:
+    """Which clients of a stored run have test data (its federation rebuilt from its config)."""
+    from ..federation import config_of
+
+    fed = Federation.from_config(dataclasses.replace(config_of(rec), device="cpu"))
+    return np.array([len(c.test_idx) > 0 for c in fed.clients])
+
+
+def table2_table(res, *, hn, baselines, widths, groups, published, data="FMNIST", label="CIFAR-10") -> pd.DataFrame:
+    """Our Table 2 (mean ± sd over seeds) on ``data`` beside the paper's numbers on ``label``
+    (``published``: the paper's Table 2 rows, settings ending in "size S" etc.)."""
     acc = {w: [hn_size_acc(res, s, w, hn=hn, groups=groups) for s in res.seeds] for w in widths}
     rows = {"pFedHN": {w: fmt_interval(acc[w]) for w in widths}}
     rows |= {b: {w: fmt_interval(res.values(f"{b} ({w})")) for w in widths} for b in baselines}
-    table = pd.DataFrame(rows).T.rename(columns=lambda w: f"ours FMNIST {w}")
+    table = pd.DataFrame(rows).T.rename(columns=lambda w: f"ours {data} {w}")
     for w in widths:
         d = published[published.setting.str.endswith(f"size {w}")]
-        table[f"paper CIFAR-10 {w}"] = table.index.map(dict(zip(d.method, d.value)))
+        table[f"paper {label} {w}"] = table.index.map(dict(zip(d.method, d.value)))
     return table
 
 
@@ -263,16 +326,17 @@ def table2_diffs(res, where="", *, hn, baselines, widths, groups):
                   [hn_size_acc(res, s, w, hn=hn, groups=groups) - res.values(best[w])[s] for s in res.seeds] for w in widths}  # fmt: skip
 
 
-def table2_claims(res, best, diffs, plan, *, hn, baselines, widths, published, resolution, **row):
+def table2_claims(res, best, diffs, plan, *, hn, baselines, widths, published, resolution, label="CIFAR-10", **row):
     """The claims rows of one Table 2 (``row``: options of claim_row) and a line per size for the page;
     ``resolution``: the verdicts' resolution (points).  The paper's margin is over its strongest
-    comparator at that size among every method it reports (:func:`pflkit.results.margin_text`)."""
+    comparator at that size among every method it reports (:func:`pflkit.results.margin_text`), on
+    its dataset ``label``."""
     rows, lines = [], []
     for (text, d), w in zip(diffs.items(), widths):
         v = verdict(d, budget=res.budget(hn, best[w]), resolution=resolution)
         pub = published[published.setting.str.endswith(f"size {w}")].set_index("method")["value"]
         absent = absent_rival(pub, "pFedHN", baselines, variants=())
-        r = claim_row(text, v, paper=margin_text(pub, "pFedHN", dataset="CIFAR-10"), plan=plan, note=absent,
+        r = claim_row(text, v, paper=margin_text(pub, "pFedHN", dataset=label), plan=plan, note=absent,
                       rising=rising(res, hn, best[w]) if v.budget else "", arms=arms_budget(res, hn, best[w]),
                       **row)  # fmt: skip
         rows.append(r)
@@ -319,26 +383,28 @@ def diffs56(res, k_arms, k1, embed, depth) -> dict[str, pd.Series]:
 
 # ----------------------------------------------------------------------------- the page
 
-HEADERS = {  # a table's raw column names -> what the page prints
+DATA = "FMNIST"  # our dataset in the page's headers: the notebook sets its first dataset's (:func:`data_label`)
+HEADERS = {  # a table's raw column names -> what the page prints ("ours mean_acc": with DATA, see page_table)
     "arm": "method",
     "paper CIFAR-10": "paper, CIFAR-10 (%)",
-    "ours mean_acc": "ours, FMNIST (%)",
+    "paper CIFAR-100": "paper, CIFAR-100 (%)",
     "ours pooled, best-by-val (authors' code)": "ours, the authors' metric (%)",
     "ours pooled_acc@best_val": "ours, the authors' metric (%)",
 }
 
 
-def page_table(table: pd.DataFrame, columns=None, digits: int = 1, small: bool = False):
-    """A table as the page shows it: the index turned into columns, human headers (:data:`HEADERS`),
-    numbers rounded to ``digits``, "—" for a missing value, no index column (a pandas Styler);
-    ``columns``: the raw names to keep (default every column); ``small``: in the glance tables' type,
-    for a wide table in a fold."""
+def page_table(table: pd.DataFrame, columns=None, digits: int = 1, small: bool = False, data: str | None = None):
+    """A table as the page shows it: the index turned into columns, human headers (:data:`HEADERS`; our
+    accuracy as "ours, ``data`` (%)", default :data:`DATA`), numbers rounded to ``digits``, "—" for a
+    missing value, no index column (a pandas Styler); ``columns``: the raw names to keep (default every
+    column); ``small``: in the glance tables' type, for a wide table in a fold."""
     d = table.copy() if isinstance(table.index, pd.RangeIndex) else table.reset_index()
     d = d.rename(columns={"index": " "})  # an unnamed index keeps its values, under a blank header
     if columns is not None:
         d = d[[c for c in d.columns if c in columns or c in table.index.names]]
     d = d.apply(lambda col: col.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) and v == v else v))
-    d = d.astype(object).where(d.notna(), "—").rename(columns=HEADERS)
+    headers = HEADERS | {"ours mean_acc": f"ours, {data or DATA} (%)"}
+    d = d.astype(object).where(d.notna(), "—").rename(columns=headers)
     return styled(d, small)
 
 
@@ -358,11 +424,16 @@ def setup_rows(p: dict) -> list[tuple[str, str, str]]:
         return "all" if n is None else f"{n:,}"
 
     t1_train = images(p["T1_IMAGES"][0])
+    datasets = p.get("DATASETS", ["fashion-mnist"])
+    names = " and ".join({"fashion-mnist": "Fashion-MNIST"}.get(d, data_label(d)) for d in datasets)
+    per_client = p.get("CLASSES_PER_CLIENT", {"fashion-mnist": 2})
+    classes = ", ".join(f"{per_client[d]} classes a client" + (f" ({data_label(d)})" if len(datasets) > 1 else "")
+                        for d in datasets)  # fmt: skip
     return [
-        ("Data", f"Fashion-MNIST: {t1_train} training images for Tables 1 and 4, {images(p['TRAIN_IMAGES'])} "
+        ("Data", f"{names}: {t1_train} training images for Tables 1 and 4, {images(p['TRAIN_IMAGES'])} "
                  "(stratified) elsewhere; each client tested on official test images of its class mix",
          "CIFAR-10, CIFAR-100, Omniglot"),
-        ("Split", "2 classes a client, shares U(.4, .6); the headroom split: "
+        ("Split", f"{classes}, shares U(.4, .6); the headroom split: "
                   f"{p['HR_CLASSES']} classes and {p['HR_IMAGES']} images a client; Dir(0.1) for novel clients",
          "2 classes a client (CIFAR-10), 10 (CIFAR-100); Dir(α) for novel clients"),
         ("Clients", f"Table 1: {', '.join(map(str, p['CLIENT_COUNTS']))}; Table 2: {p['BUDGET_CLIENTS']} in three "
@@ -396,14 +467,14 @@ def claims_markdown(table: pd.DataFrame) -> str:
     ])  # fmt: skip
 
 
-def table1_wide(table: pd.DataFrame, skip=()):
+def table1_wide(table: pd.DataFrame, skip=(), label: str = "CIFAR-10"):
     """Table 1 laid out as the paper's (a Styler, no index column): one row per method, per client
-    count ours (mean ± 95 % CI half-width over seeds, %) beside the paper's CIFAR-10 number; "—" where
-    an arm did not run.  ``table``: :func:`table1_rows` concatenated over client counts (index
+    count ours (mean ± 95 % CI half-width over seeds, %) beside the paper's number on ``label``; "—"
+    where an arm did not run.  ``table``: :func:`table1_rows` concatenated over client counts (index
     clients, arm); ``skip``: arms left out (shown in the full table)."""
     d = table[~table.index.get_level_values("arm").isin(list(skip))]
     ours = d["ours mean_acc"].astype(str).str.split(" (", regex=False).str[0]  # its seeds: in the full table
-    paper = d["paper CIFAR-10"].map(lambda v: f"{v:.1f}" if v == v else "—")
+    paper = d[f"paper {label}"].map(lambda v: f"{v:.1f}" if v == v else "—")
     wide = pd.concat({"ours": ours, "paper": paper}, axis=1).unstack("clients")
     wide = wide.swaplevel(axis=1).sort_index(axis=1, level=0, sort_remaining=False)
     arms = list(dict.fromkeys(d.index.get_level_values("arm")))
@@ -415,31 +486,33 @@ def table1_wide(table: pd.DataFrame, skip=()):
 # ----------------------------------------------------------------------------- the claims, section by section
 
 
-def table1_claims(t1, pilot, paper, plan, resolution: float):
+def table1_claims(t1, pilot, paper, plan, resolution: float, dataset: str = "CIFAR10", where: str = ""):
     """Table 1's claims on all the data: per client count, each hypernetwork against the strongest
     baseline of its column (chosen on the pilot's validation), labelled saturated where the setting is.
-    ``t1``, ``pilot``: clients -> sweep; ``paper``: the paper's results; ``plan``: the table's seed plan.
+    ``t1``, ``pilot``: clients -> sweep; ``paper``: the paper's results; ``plan``: the table's seed plan;
+    ``dataset``: the paper's column (CIFAR10, CIFAR100); ``where``: the dataset in the claims' text.
     Returns the rows, the page's lines (one per claim) and the descriptive means (for the notes)."""
+    label = data_label({v: k for k, v in PAPER_DATASETS.items()}[dataset])
     rows, lines, means_lines = [], [], []
     for n, res in t1.items():
         means = res.summary("mean_acc")["mean_acc"].sort_values(ascending=False)
-        means_lines.append(f"* **{n} clients**, mean over seeds (descriptive; the verdicts compare): "
+        means_lines.append(f"* **{n} clients{where}**, mean over seeds (descriptive; the verdicts compare): "
                            + " > ".join(f"{a} ({v:.1f})" for a, v in means.items()) + ".")  # fmt: skip
         sat = saturation(res, m=resolution)  # all data: the strongest arm near 100 % leaves no room to judge
         if sat:
             lines.append(
-                f"* {n} clients: this setting is **{sat}**: its claims are kept, labelled, and carry no headline."
+                f"* {n} clients{where}: this setting is **{sat}**: its claims are kept, labelled, and carry no headline."
             )
         best = t1_best(pilot[n])
-        pub = paper_t1(paper, n)
+        pub = paper_t1(paper, n, dataset)
         for hn in ("pFedHN", "pFedHN-PC"):
             row = claim(
-                t1_text(n, hn, best), res, hn, best,
-                paper=margin_text(pub, hn, exclude=("pFedHN", "pFedHN-PC"), dataset="CIFAR-10"),
+                t1_text(n, hn, best, where), res, hn, best,
+                paper=margin_text(pub, hn, exclude=("pFedHN", "pFedHN-PC"), dataset=label),
                 note=absent_rival(pub, hn, res.arms), resolution=resolution, saturated=sat, plan=plan,
             )  # fmt: skip
             rows.append(row)
-            lines.append(f"* {n} clients, {hn} − {best}: {say(row)}.")
+            lines.append(f"* {n} clients{where}, {hn} − {best}: {say(row)}.")
     return rows, lines, means_lines
 
 
@@ -550,14 +623,16 @@ def run_config(method="pfedhn", *, clients, updates, baseline_per_round, per_rou
 
     per_round = per_round or per_round_of(method, baseline_per_round)
     rounds = max(1, updates // per_round)
-    base = dict(
-        dataset="fashion-mnist",
-        partition="pathological",
-        clients=clients,
-        rounds=rounds,
-        sample_rate=min(1.0, per_round / clients),
-        eval_every=max(1, math.ceil(rounds / 5)),
-        **(defaults or {}),
+    base = (
+        {"dataset": "fashion-mnist"}
+        | dict(
+            partition="pathological",
+            clients=clients,
+            rounds=rounds,
+            sample_rate=min(1.0, per_round / clients),
+            eval_every=max(1, math.ceil(rounds / 5)),
+        )
+        | (defaults or {})
     )
     return RunConfig(method=method, **{**base, **fields})
 
@@ -641,27 +716,27 @@ def size_trend(published, ours: dict, widths) -> str:
 
 
 def lead_claims(*, n0, counts, hr_rows, best_hr, t1, t1_pilot, mech2h, widths, budget_clients, fig2, row_gap,
-                novel_clients: str, resolution: float) -> list[tuple[str, str, str, str]]:  # fmt: skip
+                novel_clients: str, resolution: float, data: str = "FMNIST") -> list[tuple[str, str, str, str]]:  # fmt: skip
     """The paper's lead claims in its order, whatever our verdict (:func:`pflkit.verdicts.mark_leads`:
     the start of each row's claim, the claim in a few words, our setting, the one line of why): Table 1
     at ``n0`` clients on the headroom split (``hr_rows``: :func:`headroom_rows`), at the other
     ``counts`` on the paper's split, Table 2 on the headroom split by size, Figure 2 (``fig2``: its
-    claim's text; ``novel_clients``: the clients, in words)."""
+    claim's text; ``novel_clients``: the clients, in words; ``data``: the first dataset, in words)."""
     swap_gain = hr_rows[1]["ours (a − b, 95 % CI)"].split(" [")[0]  # own − another client's model
     start = f"Table 1, {n0} clients, headroom split: pFedHN beats"
     word = next(r["verdict"] for r in hr_rows if r["claim"].startswith(start))
-    leads = [(start, f"Table 1, {n0} clients: pFedHN beats every baseline", f"FMNIST, our headroom split, {n0} clients",
+    leads = [(start, f"Table 1, {n0} clients: pFedHN beats every baseline", f"{data}, our headroom split, {n0} clients",
               f"its models are client-specific (swap {swap_gain}); "
               + (f"they beat {best_hr}" if word == "reproduces" else f"{best_hr} does as well"))]  # fmt: skip
     leads += [(f"Table 1, {n} clients: pFedHN beats", f"Table 1, {n} clients: pFedHN beats every baseline",
-               f"FMNIST, the paper's split, {n} clients",
+               f"{data}, the paper's split, {n} clients",
                (saturation(t1[n], m=resolution) or "").split(", within")[0] or f"strongest baseline: {t1_best(t1_pilot[n])}")
               for n in counts[1:]]  # fmt: skip
     swap2 = mech2h["ours (a − b, 95 % CI)"].split(" [")[0]
     leads += [(f"Table 2, headroom split, size {w}", f"Table 2, size {w}: one HN beats each size's baselines",
-               f"FMNIST, our headroom split, {budget_clients} clients", f"own model beats another of its size ({swap2})")
+               f"{data}, our headroom split, {budget_clients} clients", f"own model beats another of its size ({swap2})")
               for w in widths]  # fmt: skip
-    leads += [(fig2, "Figure 2: smaller generalization gap than Per-FedAvg", f"FMNIST Dir(0.1), {novel_clients}",
+    leads += [(fig2, "Figure 2: smaller generalization gap than Per-FedAvg", f"{data} Dir(0.1), {novel_clients}",
                row_gap["notes"])]  # fmt: skip
     return leads
 
@@ -729,9 +804,16 @@ def table2_arms(config, *, methods, clients, updates, widths, hn, hn_options, im
     """Table 2's arms on a split of ``clients`` clients (``split``: e.g. classes_per_client and
     train_images; default Table 1's): one hypernetwork ``hn`` over all the clients (``len(widths)``
     times ``updates``), and each baseline of ``methods`` once per size, on a federation of a third of
-    the clients and a third of the ``images`` training and ``test_images`` test images."""
-    third = {"train_images": split.get("train_images", images) // 3, "test_images": test_images // 3}
+    the clients and a third of the ``images`` training and ``test_images`` test images (None: all of the
+    run's dataset)."""
     arms = {hn: config("pfedhn", clients=clients, updates=len(widths) * updates, options=hn_options, **split)}
+    images = split.get("train_images", images)
+    if images is None or test_images is None:  # all of the run's dataset
+        from ..engine import dataset
+
+        data = dataset(arms[hn].dataset)
+        images, test_images = images or len(data.y_train), test_images or len(data.y_test)
+    third = {"train_images": images // 3, "test_images": test_images // 3}
     for m in methods:
         if m.startswith("pfedhn"):
             continue
@@ -1008,6 +1090,95 @@ def draw_curves(t1: dict, t1_arms: dict):
     return fig
 
 
+def fixture_splits(cfg) -> bool:
+    """Whether the dry run's stand-in of ``cfg``'s dataset (:mod:`pflkit.fixtures`: a few images a class)
+    can be split as ``cfg`` asks, with validation data for the strongest baseline's choice.  CIFAR-100's
+    (8 training images a class) cannot at 50 and 100 clients of ten classes each (a client gets one or two
+    images, none left to validate): the dry run leaves those columns of Table 1 out, and says so; the
+    `paper` profile on the real data runs them (a stand-in of 20 images a class would too)."""
+    try:
+        fed = Federation.from_config(dataclasses.replace(cfg, device="cpu"))
+    except PflkitError as err:
+        if "impossible partition" not in str(err):
+            raise
+        why = str(err)
+    else:
+        if any(len(c.val_idx) for c in fed.clients):
+            return True
+        why = "no client has validation data"
+    print(f"dry run: Table 1 on {data_label(cfg.dataset)} at {cfg.clients} clients left out: {why}")
+    return False
+
+
+def table1_runs(table1_config, counts, methods, only_smallest, name, *, run, seeds, cap: int, resolution: float,
+                where: str = "", **options) -> dict:  # fmt: skip
+    """Table 1 on one dataset (``table1_config``: its runs, :func:`table1_config` with the dataset's config):
+    the arms per client count (:func:`table1_arms`, ``options``: its keyword arguments), the pilot on
+    ``seeds``, the seed plan pooled over the table (:func:`t1_seed_plan`, ``where``: the dataset in the
+    claims' text) and the runs each claim's arms make to it; ``run(arms, seeds)``: a sweep.  Returns a
+    dict of ``config``, ``arms``, ``pilot``, ``plan`` and ``runs`` (clients -> sweep)."""
+    if dry():  # the dry run's stand-in data: a client count they cannot split is left out (see fixture_splits)
+        counts = [n for n in counts if n == counts[0] or fixture_splits(table1_config(methods[0], n))]
+    arms = table1_arms(table1_config, counts, methods, only_smallest, name, **options)
+    pilot = {n: run(a, seeds) for n, a in arms.items()}
+    plan, planned = t1_seed_plan(pilot, seeds, cap=cap, resolution=resolution, where=where)
+    runs = {n: run(arms[n], planned[n]) for n in pilot}
+    return {"config": table1_config, "arms": arms, "pilot": pilot, "plan": plan, "runs": runs}
+
+
+def table1_shown(t1: dict, paper, datasets, skip=()) -> list:
+    """What the page shows of Table 1 (``t1``: dataset -> :func:`table1_runs`), dataset by dataset: its
+    heading where there are several ``datasets``, the table as the paper's beside the paper's column for
+    the same dataset (:func:`table1_wide`, without the arms ``skip``), and every arm in a fold."""
+    shown = []
+    for name in datasets:
+        runs, label = t1[name]["runs"], paper_label(name)
+        pub = {n: paper_t1(paper, n, paper_dataset(name)) for n in runs}
+        table = pd.concat({n: table1_rows(res, pub[n], label) for n, res in runs.items()}, names=["clients"])
+        every = folded(page_table(table, data=data_label(name)), "Every arm, with its seeds and the authors' metric")
+        shown += [*map(Markdown, data_heading(name, datasets)), table1_wide(table, skip=skip, label=label), every]
+    return shown
+
+
+def table1_claims_all(t1: dict, datasets, paper, resolution: float):
+    """:func:`table1_claims` on every dataset (``t1``: dataset -> :func:`table1_runs`), the paper's column
+    of the same dataset beside each.  Returns the rows, the page's lines (under a heading per dataset
+    where there are several) and the descriptive means."""
+    rows, lines, means = [], [], []
+    for name in datasets:
+        r, ls, ms = table1_claims(t1[name]["runs"], t1[name]["pilot"], paper, t1[name]["plan"], resolution,
+                                  dataset=paper_dataset(name), where=where(name, datasets))  # fmt: skip
+        rows, lines, means = rows + r, lines + data_heading(name, datasets) + ls, means + ms
+    return rows, lines, means
+
+
+def table2_shown(t2: dict, datasets, published: dict, *, args: dict, groups) -> list:
+    """What the page shows of Table 2 (``t2``, ``published``: dataset -> sweep, the paper's Table 2 rows of
+    that dataset), dataset by dataset: its heading where there are several ``datasets``, and ours beside
+    the paper's numbers of the same dataset (:func:`table2_table`)."""
+    shown = []
+    for name in datasets:
+        table = table2_table(t2[name], **args, groups=groups, published=published[name], data=data_label(name),
+                             label=paper_label(name))  # fmt: skip
+        shown += [*map(Markdown, data_heading(name, datasets)), page_table(table.rename_axis("method"))]
+    return shown
+
+
+def table2_claims_all(t2: dict, datasets, published: dict, *, args: dict, groups, cap: int, resolution: float):
+    """Table 2's claims on every dataset (``t2``, ``published``: dataset -> sweep, the paper's Table 2 rows
+    of that dataset): per size, the hypernetwork against the strongest baseline, the seed plan pooled over
+    the sizes.  Returns the rows, the page's lines (under a heading per dataset where there are several)
+    and the plans (dataset -> plan)."""
+    rows, lines, plans = [], [], {}
+    for name in datasets:
+        best, diffs = table2_diffs(t2[name], where(name, datasets), **args, groups=groups)
+        plans[name] = seed_plan(diffs, cap=cap, resolution=resolution)
+        r, ls = table2_claims(t2[name], best, diffs, plans[name], **args, published=published[name], resolution=resolution,
+                              saturated=saturation(t2[name], m=resolution), label=paper_label(name))  # fmt: skip
+        rows, lines = rows + r, lines + data_heading(name, datasets) + ls
+    return rows, lines, plans
+
+
 def table1_arms(table1_config, counts, methods, only_smallest, name, *, averaged, averaged_clients, no_clip) -> dict:
     """Table 1's arms per client count: every method of ``methods`` (those of ``only_smallest`` at the
     first count only), named by ``name``; at the first count also Algorithm 1 against the averaging
@@ -1101,3 +1272,100 @@ def plans_intro(pilot_seeds: str, cap: int) -> str:
         f"at most {cap} seeds a claim; a section's arms ran to the largest plan among its claims, or its claim's "
         "arms to their own."
     )
+
+
+# ----------------------------------------------------------------------------- the paper profile's cost
+
+
+def paper_cost(p: dict) -> dict:
+    """The `paper` profile's runs and optimiser steps (batches) in all, from the parameters cell's values
+    ``p`` (:func:`pflkit.paper.parameters` at `paper`).  A run's steps: its client updates times its
+    local steps (Algorithm 1: one client a hypernetwork step; a baseline ``BASELINE_CLIENTS_PER_ROUND``
+    clients a round), pFedMe's times its inner steps K.  Seeds: an upper bound, every planned arm at
+    ``SEED_CAP`` (in Table 1 the two hypernetworks and the column's strongest baseline, counted as pFedMe,
+    the costliest; the others at the pilot's seeds); arms that rerun another's config are counted once."""
+    cap, pilot, per_round = p["SEED_CAP"], len(p["SEEDS"]), p["BASELINE_CLIENTS_PER_ROUND"]
+    inner = p["PFEDME"]["K"]
+
+    def steps(method, updates, local_steps):  # one run: client updates × local steps (× K for pFedMe)
+        rounds = updates if method.startswith("pfedhn") else updates // per_round
+        return (
+            rounds
+            * (1 if method.startswith("pfedhn") else per_round)
+            * local_steps
+            * (inner if method == "pfedme" else 1)
+        )
+
+    runs = total = 0
+
+    def add(n_runs, each):
+        nonlocal runs, total
+        runs, total = runs + n_runs, total + n_runs * each
+
+    t1 = partial(steps, updates=p["CLIENT_UPDATES"], local_steps=p["T1_LOCAL_STEPS"])
+    t2 = partial(steps, local_steps=p["LOCAL_STEPS"])
+    one = steps("pfedhn", p["UPDATES"], p["LOCAL_STEPS"])  # a pFedHN run outside Tables 1 and 4
+    for _ in p["DATASETS"]:  # Table 1 and Table 2 on every dataset
+        for n in p["CLIENT_COUNTS"]:
+            methods = [
+                m for m in p["TABLE1_METHODS"] if n == p["CLIENT_COUNTS"][0] or m not in p["TABLE1_ONLY_SMALLEST"]
+            ]
+            baselines = [m for m in methods if not m.startswith("pfedhn")]
+            add(2 * cap, t1("pfedhn"))  # pFedHN and pFedHN-PC to the cap
+            add(cap, t1("pfedme"))  # the column's strongest baseline to the cap, counted as the costliest
+            others = list(baselines)
+            others.remove("pfedme" if "pfedme" in others else others[0])
+            for m in others:
+                add(pilot, t1(m))
+            if n == p["CLIENT_COUNTS"][0]:  # the averaging option and pFedHN without the client clip
+                add(pilot, t1("pfedhn"))
+                add(pilot, t1("pfedhn"))
+        widths = 3  # Table 2: one hypernetwork over all sizes (three times the updates), each baseline per size
+        add(pilot, t2("pfedhn", widths * p["BUDGET_UPDATES"]))
+        for m in p["TABLE2_METHODS"]:
+            if not m.startswith("pfedhn"):
+                add(widths * pilot, t2(m, p["BUDGET_UPDATES"]))
+    # the first dataset only: Table 1's headroom split (Local's pilot grid, then every arm and the shared embedding)
+    add(
+        len(p["HEADROOM_CLASSES"]) * len(p["HEADROOM_IMAGES"]),
+        steps("local", p["HEADROOM_PILOT_UPDATES"], p["T1_LOCAL_STEPS"]),
+    )
+    hr_seeds = min(cap, max(pilot, p["HEADROOM_SEEDS_RUN"]))
+    for m in [*p["HEADROOM_METHODS"], "pfedhn"]:
+        add(hr_seeds, t1(m))
+    # Table 2 on the headroom split, its headline arms (the HN, each size's best, counted as pFedMe) run on to EXTEND_CAP
+    hr2_seeds = min(cap, max(pilot, p["HEADROOM2_SEEDS_RUN"]))
+    add(hr2_seeds, t2("pfedhn", widths * p["BUDGET_UPDATES"]))
+    for m in p["TABLE2_METHODS"]:
+        if not m.startswith("pfedhn"):
+            add(widths * hr2_seeds, t2(m, p["BUDGET_UPDATES"]))
+    factor = 2
+    while factor <= p["EXTEND_CAP"]:  # each extension a new run of ``factor`` times the rounds
+        add(hr2_seeds, factor * t2("pfedhn", widths * p["BUDGET_UPDATES"]))
+        add(widths * hr2_seeds, factor * t2("pfedme", p["BUDGET_UPDATES"]))
+        factor *= 2
+    # Figures 2/7: pFedHN (and its novel clients' v_new exchanges) and Per-FedAvg; Figure 4: two arms
+    novel = p["NOVEL_PER_ALPHA"] * len(p["NOVEL_ALPHAS"]) * p["NOVEL_EXCHANGES"] * p["LOCAL_STEPS"]
+    add(cap, one + novel)
+    add(cap, t2("perfedavg", p["UPDATES"]))
+    add(len(p["EMBED_LRS"]) * cap, one)
+    # Figures 5 and 6: K, embedding sizes, depths (K at the default and 3 layers: the same run)
+    for k in p["STEP_CHOICES"]:
+        add(cap, steps("pfedhn", p["UPDATES"], k))
+    same = p["LOCAL_STEPS"] in p["STEP_CHOICES"] and 3 in p["HN_DEPTHS"]
+    add((len(p["EMBED_DIMS"]) + len(p["HN_DEPTHS"]) - same) * cap, one)
+    # Table 4: two spectral-norm arms per client count (plain pFedHN is Table 1's); App. C.5: two arms
+    add(2 * len(p["SPECTRAL_CLIENT_COUNTS"]) * cap, t1("pfedhn"))
+    add(2 * cap, one)
+    return {
+        "runs": runs,
+        "steps": total,
+        "datasets": list(p["DATASETS"]),
+        "clients": {"Table 1": list(p["CLIENT_COUNTS"]), "Table 2": p["BUDGET_CLIENTS"],
+                    "Figures 2/7": p["NOVEL_TRAIN"], "Figure 4": p["COARSE_CLIENTS"]},  # fmt: skip
+        "rounds": {"Table 1": p["CLIENT_UPDATES"], "elsewhere": p["UPDATES"]},  # client updates of a run
+        "seeds": {"pilot": pilot, "cap": cap},
+        "note": "Tables 1 and 2 on every dataset, the other sections on the first; every planned arm at the seed "
+                "cap (Table 1: both hypernetworks and a pFedMe-priced strongest baseline), extensions at "
+                "EXTEND_CAP; Proposition 1 (synthetic) and single-update measurements not counted",
+    }  # fmt: skip
