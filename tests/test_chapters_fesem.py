@@ -60,6 +60,7 @@ from pflkit.chapters.fesem import (
     leaf_arms,
     leaf_steps,
     leaf_table,
+    leaf_tables,
     margin_at,
     margin_probe,
     method_configs,
@@ -77,6 +78,7 @@ from pflkit.chapters.fesem import (
     scan_figure,
     scan_frame,
     scan_notes,
+    scan_seed,
     scan_table,
     seed_plans,
     setup_rows,
@@ -782,3 +784,51 @@ def test_paper_cost_counts_the_paper_profile_s_runs_and_steps(monkeypatch):
     assert cost["runs"] == 2 * 55 + (150 + 12 + 160 + 10 + 60)
     one = paper_cost(p | {"DATASETS": ["femnist", "fashion-mnist"]})  # one LEAF table and the laboratory
     assert (one["runs"], one["steps"]) == (55 + 392, femnist + lab)
+
+
+def test_leaf_tables_run_every_leaf_dataset_and_say_where_they_run_when_none(monkeypatch):
+    import pflkit.chapters.fesem as chapter
+
+    paper, ran = paper_results("fesem"), {}
+    methods = {"k_choices": [2, 3], "fesem_options": {"lam": 0.1}, "groups": 4, "baselines": ["local"],
+               "fedprox_mu": 0.1, "avg_hs_options": {}}  # fmt: skip
+    leaf = {n: {"lr": 0.01, "local_epochs": 1} for n in ("femnist", "celeba")}
+    [note] = leaf_tables(["fashion-mnist"], RunConfig(rounds=9), leaf, [0], None, paper, methods, 3)
+    assert "`paper` profile" in note.data  # smoke and book: no LEAF data, one sentence
+
+    def fake_sweep(arms, seeds, store):
+        ran[next(iter(arms.values())).dataset] = arms
+        values = {(a, m): {0: 50.0} for a in arms for m in ("pooled_acc", "mean_acc", "micro_f1", "macro_f1")}
+        return SimpleNamespace(**vars(fake_result({(a, 0): {} for a in arms}, values)), computed=len(arms), reused=0)
+
+    monkeypatch.setattr(chapter, "sweep", fake_sweep)
+    monkeypatch.setattr(chapter, "leaf_users", lambda name: 24)
+    out = leaf_tables(["femnist", "celeba", "fashion-mnist"], RunConfig(rounds=9), leaf, [0], None, paper, methods, 3)
+    assert [o.data.split("**")[1] for o in out[::2]] == [
+        "The paper's Table 2 on femnist",
+        "The paper's Table 3 on celeba",
+    ]
+    assert list(ran) == ["femnist", "celeba"] and list(ran["celeba"]) == ["FeSEM(2)", "FeSEM(3)", "Local"]
+    assert "3 runs computed, 0 reused" in out[0].data and ran["femnist"]["FeSEM(2)"].clients == 24
+    assert ran["celeba"]["Local"].lr == 0.01 and ran["celeba"]["FeSEM(3)"].options["centers"] == 3
+    table = out[3].data  # a Styler over leaf_table's frame
+    assert table.method.tolist() == ["FeSEM(2)", "FeSEM(3)", "Local"] and table.loc[0, "micro_acc, ours"].startswith(
+        "50.0"
+    )
+    assert table.loc[2, "micro_acc, paper"] == "83.8"  # Table 3's NoFed
+
+
+def test_scan_seed_scans_a_seed_s_federation_and_builds_a_missing_one(monkeypatch):
+    import pflkit.chapters.fesem as chapter
+
+    calls = []
+    monkeypatch.setattr(
+        chapter, "choose_k", lambda cfg, fed, **kw: calls.append((cfg.seed, fed, kw)) or {1: {"a": 1.0}, 2: {"a": 2.0}}
+    )
+    monkeypatch.setattr(chapter.Federation, "from_config", classmethod(lambda cls, cfg: f"built {cfg.seed}"))
+    fesem = RunConfig(method="fesem", seed=0)
+    t = scan_seed({0: "fed 0"}, RunConfig(), fesem, 0, ks=[1, 2], sample=4, rounds=3, store="S")
+    assert t.index.tolist() == [1, 2] and t.a.tolist() == [1.0, 2.0]  # one row per K
+    scan_seed({0: "fed 0"}, RunConfig(), fesem, 7, ks=[1, 2], sample=4, rounds=3, store="S")
+    assert calls == [(0, "fed 0", {"ks": [1, 2], "sample": 4, "rounds": 3, "store": "S"}),
+                     (7, "built 7", {"ks": [1, 2], "sample": 4, "rounds": 3, "store": "S"})]  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
@@ -19,10 +20,11 @@ from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
 from ..engine import Federation
-from ..experiments import arms_for, claim_row, cpu_hours, fmt_interval, paper_vs_ours
+from ..experiments import arms_for, choose_k, claim_row, cpu_hours, fmt_interval, paper_vs_ours
 from ..grouped import DEFAULT_TRANSFORMS
 from ..methods.fesem import PAPER_WEIGHT, authors_micro_acc, distance_keys, kmeans, points
 from ..pages import folded
+from ..sweeps import sweep
 from ..verdicts import seeds_text
 
 AVG_HS = "FedAvg + head start"  # the headline's reference: FedAvg after FeSEM's warm-up
@@ -1307,6 +1309,40 @@ def leaf_table(result, paper: pd.DataFrame, name: str) -> pd.DataFrame:
     out["seeds"], out["still improving"] = t["seeds"], t["still improving"]
     out["the paper's row"] = [PAPER_ROW.get(a, a) if PAPER_ROW.get(a, a) in set(paper.method) else "—" for a in arms]
     return out.reset_index(drop=True)
+
+
+def leaf_tables(names, base, leaf: dict, seeds, store, paper: pd.DataFrame, methods: dict, warmup_divisor: int) -> list:
+    """The paper's table of every LEAF dataset of ``names`` (those ``leaf`` has a setting for), for ``display``:
+    :func:`leaf_arms` (``leaf[name]``'s setting; the chapter's ``methods`` as for :func:`method_configs`, with
+    ``k_choices``: FeSEM's K and options, the baselines, FedProx's μ; CFL's warm-up ``base.rounds //
+    warmup_divisor``) run on ``seeds`` into ``store``, a caption (Markdown) and the table beside the paper's
+    (:func:`leaf_table`, styled) per dataset; with no LEAF dataset at this profile, one caption saying where
+    they run."""
+    from IPython.display import Markdown
+
+    names = [n for n in names if n in leaf]
+    arms = {k: methods[k] for k in ("k_choices", "fesem_options", "baselines", "fedprox_mu")}
+    arms["warmup"] = max(1, base.rounds // warmup_divisor)
+    if not names:
+        return [Markdown("*At this profile the chapter reads no LEAF data: the paper's Tables 2 and 3 on LEAF's users "
+                         "run at the `paper` profile.*")]  # fmt: skip
+    out = []
+    for name in names:
+        t = time.perf_counter()
+        res = sweep(leaf_arms(base, name, leaf[name], **arms), seeds, store)
+        out += [Markdown(f"**The paper's {LEAF_TABLE[name]} on {name}** ({res.computed} runs computed, {res.reused} "
+                         f"reused, {time.perf_counter() - t:.0f} s): accuracy and F1 in %, ours the mean ± 95 % CI "
+                         f"over {seeds_text(len(seeds))} at the last round"), styled(leaf_table(res, paper, name))]  # fmt: skip
+    return out
+
+
+def scan_seed(feds: dict, base, fesem, seed: int, *, ks, sample: int, rounds: int, store) -> pd.DataFrame:
+    """One seed's §5.2 scan (kept in ``store``): FeSEM config ``fesem`` at every K of ``ks`` on ``sample``
+    clients of the seed's federation (``feds[seed]``, or built from ``base``) for ``rounds`` rounds, one row
+    per K (:func:`pflkit.experiments.choose_k`)."""
+    fed = feds[seed] if seed in feds else Federation.from_config(dataclasses.replace(base, seed=seed))
+    return pd.DataFrame(choose_k(dataclasses.replace(fesem, seed=seed), fed, ks=ks, sample=sample, rounds=rounds,
+                                 store=store)).T  # fmt: skip
 
 
 def leaf_steps(name: str, *, epochs: int, batch: int, val_fraction: float) -> int:
