@@ -745,13 +745,13 @@ def test_leaf_table_sets_ours_beside_the_paper_s_table_of_the_same_dataset():
     for name, tab in LEAF_TABLE.items():
         t = leaf_table(result, paper, name)
         assert t.method.tolist() == ["FeSEM(2)", "Local"] and t["the paper's row"].tolist() == ["FeSEM(2)", "NoFed"]
-        assert t.columns[1:9].tolist() == [f"{m}, {w}" for m in ("micro_acc", "micro_f1", "macro_acc", "macro_f1")
+        assert t.columns[1:9].tolist() == [f"{m}, {w}" for m in ("Micro-Acc", "Micro-F1", "Macro-Acc", "Macro-F1")
                                            for w in ("paper", "ours")]  # fmt: skip
-        assert t.loc[1, "micro_acc, paper"] == f"{paper_value(paper, tab, 'NoFed'):.1f}"  # Local is NoFed
-        assert t.loc[0, "macro_f1, paper"] == f"{paper_value(paper, tab, 'FeSEM(2)', 'macro_f1'):.1f}"
-        assert t.loc[0, "micro_acc, ours"].startswith("81.0 ") and t.seeds.tolist() == [2, 2]
-    assert leaf_table(result, paper, "femnist").loc[1, "micro_acc, paper"] == "79.0"  # Table 2's NoFed
-    assert leaf_table(result, paper, "celeba").loc[1, "micro_acc, paper"] == "83.8"  # Table 3's NoFed
+        assert t.loc[1, "Micro-Acc, paper"] == f"{paper_value(paper, tab, 'NoFed'):.1f}"  # Local is NoFed
+        assert t.loc[0, "Macro-F1, paper"] == f"{paper_value(paper, tab, 'FeSEM(2)', 'macro_f1'):.1f}"
+        assert t.loc[0, "Micro-Acc, ours"].startswith("81.0 ") and t.seeds.tolist() == [2, 2]
+    assert leaf_table(result, paper, "femnist").loc[1, "Micro-Acc, paper"] == "79.0"  # Table 2's NoFed
+    assert leaf_table(result, paper, "celeba").loc[1, "Micro-Acc, paper"] == "83.8"  # Table 3's NoFed
 
 
 def test_leaf_steps_are_epochs_of_the_mean_client_s_batches():
@@ -812,10 +812,10 @@ def test_leaf_tables_run_every_leaf_dataset_and_say_where_they_run_when_none(mon
     assert "3 runs computed, 0 reused" in out[0].data and ran["femnist"]["FeSEM(2)"].clients == 24
     assert ran["celeba"]["Local"].lr == 0.01 and ran["celeba"]["FeSEM(3)"].options["centers"] == 3
     table = out[3].data  # a Styler over leaf_table's frame
-    assert table.method.tolist() == ["FeSEM(2)", "FeSEM(3)", "Local"] and table.loc[0, "micro_acc, ours"].startswith(
+    assert table.method.tolist() == ["FeSEM(2)", "FeSEM(3)", "Local"] and table.loc[0, "Micro-Acc, ours"].startswith(
         "50.0"
     )
-    assert table.loc[2, "micro_acc, paper"] == "83.8"  # Table 3's NoFed
+    assert table.loc[2, "Micro-Acc, paper"] == "83.8"  # Table 3's NoFed
 
 
 def test_scan_seed_scans_a_seed_s_federation_and_builds_a_missing_one(monkeypatch):

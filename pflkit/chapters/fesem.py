@@ -1268,7 +1268,12 @@ def k_seed_plan(scans: dict, groups: int, *, cap: int, resolution: float):
 LEAF_TABLE = {"femnist": "Table 2", "celeba": "Table 3"}  # the kit's dataset -> the paper's table of it
 LEAF_SIZE = {"femnist": (805_263, 3_550), "celeba": (200_288, 9_343)}  # the paper's Table 1: images, devices
 LEAF_TRAIN_SHARE = 0.8  # §6.1: 80 % of each device's data for training, 20 % for testing
-PAPER_ORDER = ["micro_acc", "micro_f1", "macro_acc", "macro_f1"]  # the columns of the paper's Tables 2 and 3
+PAPER_ORDER = {
+    "micro_acc": "Micro-Acc",
+    "micro_f1": "Micro-F1",
+    "macro_acc": "Macro-Acc",
+    "macro_f1": "Macro-F1",
+}  # Tables 2/3
 
 
 def leaf_users(name: str) -> int:
@@ -1302,10 +1307,10 @@ def leaf_table(result, paper: pd.DataFrame, name: str) -> pd.DataFrame:
     paper's numbers with one decimal, "—" where it has no row."""
     tab, arms = LEAF_TABLE[name], list(result.arms)
     out = pd.DataFrame({"method": arms}, index=arms)
-    for metric in PAPER_ORDER:
+    for metric, header in PAPER_ORDER.items():  # the paper's columns, in its order and under its headers
         t = paper_vs_ours(result, paper_column(paper, tab, metric, arms), metric=OURS[metric], label="paper")
-        out[f"{metric}, paper"] = [f"{v:.1f}" if v == v else "—" for v in t["paper"]]
-        out[f"{metric}, ours"] = t[f"ours {OURS[metric]}"]
+        out[f"{header}, paper"] = [f"{v:.1f}" if v == v else "—" for v in t["paper"]]
+        out[f"{header}, ours"] = t[f"ours {OURS[metric]}"]
     out["seeds"], out["still improving"] = t["seeds"], t["still improving"]
     out["the paper's row"] = [PAPER_ROW.get(a, a) if PAPER_ROW.get(a, a) in set(paper.method) else "—" for a in arms]
     return out.reset_index(drop=True)
