@@ -14,6 +14,7 @@ import torch
 from pflkit.chapters.fesem import (
     AVG_HS,
     HUMAN,
+    LEAF_TABLE,
     MAIN_COLUMNS,
     ari_at,
     arm_labels,
@@ -56,9 +57,14 @@ from pflkit.chapters.fesem import (
     label_skew,
     last_mean,
     leads,
+    leaf_arms,
+    leaf_steps,
+    leaf_table,
+    leaf_tables,
     margin_at,
     margin_probe,
     method_configs,
+    paper_cost,
     paper_diff,
     paper_value,
     per_seed,
@@ -72,6 +78,7 @@ from pflkit.chapters.fesem import (
     scan_figure,
     scan_frame,
     scan_notes,
+    scan_seed,
     scan_table,
     seed_plans,
     setup_rows,
@@ -87,8 +94,9 @@ from pflkit.chapters.fesem import (
     whole_groups,
     why_lines,
 )
-from pflkit.engine import Federation, run
+from pflkit.engine import Federation, RunConfig, run
 from pflkit.methods.fesem import PAPER_WEIGHT, kmeans
+from pflkit.paper import parameters
 from pflkit.results import paper_results
 from pflkit.sweeps import probe_name
 from pflkit.verdicts import verdict
@@ -707,3 +715,120 @@ def test_figure3_and_the_collapse_figure_draw_every_arm():
     assert fig.axes[0].get_title().startswith("clusters in use per round") and fig.get_size_inches()[0] <= 6.88
     plt.close(fig)
     assert "No clustered baseline" in collapse_figure(diag.iloc[:0]).data  # nothing to draw: a line instead
+
+
+# ----------------------------------------------------------------------------- the paper profile
+
+
+def test_leaf_arms_run_the_paper_s_tables_on_every_user_at_the_paper_s_setting():
+    setting = {"lr": 0.003, "local_epochs": 5, "model": "fedavg-cnn", "batch_size": 10, "momentum": 0.0}
+    base = RunConfig(partition="groups", train_images=6000, test_images=4000, local_steps=8, rounds=100)
+    arms = leaf_arms(base, "femnist", setting, k_choices=[2, 3, 4], clients=3550,
+                     baselines=["local", "fedsgd", "fedavg", "feddist", "feddist+ws", "cfl", "fedprox", "ifca"],
+                     fesem_options={"lam": 0.1, "init_steps": 100}, fedprox_mu=0.1, warmup=33)  # fmt: skip
+    assert list(arms)[:3] == ["FeSEM(2)", "FeSEM(3)", "FeSEM(4)"] and len(arms) == 11
+    assert "FedAvg + head start" not in arms and "FeSEM" not in arms
+    for cfg in arms.values():  # every method: the natural split, every user, all images, the paper's setting
+        assert (cfg.dataset, cfg.partition, cfg.clients, cfg.rounds) == ("femnist", "natural", 3550, 100)
+        assert cfg.train_images is None and cfg.test_images is None and cfg.local_steps is None
+        assert (cfg.lr, cfg.local_epochs, cfg.model, cfg.batch_size, cfg.momentum) == (0.003, 5, "fedavg-cnn", 10, 0.0)
+    assert arms["FeSEM(3)"].options == {"lam": 0.1, "init_steps": 100, "centers": 3}
+    assert arms["IFCA"].options["clusters"] == 3 and arms["CFL"].options["warmup"] == 33  # HypoCluster(3)'s row
+    assert arms["FedProx"].options["mu"] == 0.1 and arms["FedDist+WS"].options == {"size_weighted": True}
+
+
+def test_leaf_table_sets_ours_beside_the_paper_s_table_of_the_same_dataset():
+    paper = paper_results("fesem")
+    values = {(a, m): {0: v, 1: v + 2.0} for a, v in (("FeSEM(2)", 80.0), ("Local", 70.0))
+              for m in ("pooled_acc", "mean_acc", "micro_f1", "macro_f1")}  # fmt: skip
+    result = fake_result({(a, s): {} for a in ("FeSEM(2)", "Local") for s in (0, 1)}, values)
+    for name, tab in LEAF_TABLE.items():
+        t = leaf_table(result, paper, name)
+        assert t.method.tolist() == ["FeSEM(2)", "Local"] and t["the paper's row"].tolist() == ["FeSEM(2)", "NoFed"]
+        assert t.columns[1:9].tolist() == [f"{m}, {w}" for m in ("Micro-Acc", "Micro-F1", "Macro-Acc", "Macro-F1")
+                                           for w in ("paper", "ours")]  # fmt: skip
+        assert t.loc[1, "Micro-Acc, paper"] == f"{paper_value(paper, tab, 'NoFed'):.1f}"  # Local is NoFed
+        assert t.loc[0, "Macro-F1, paper"] == f"{paper_value(paper, tab, 'FeSEM(2)', 'macro_f1'):.1f}"
+        assert t.loc[0, "Micro-Acc, ours"].startswith("81.0 ") and t.seeds.tolist() == [2, 2]
+    assert leaf_table(result, paper, "femnist").loc[1, "Micro-Acc, paper"] == "79.0"  # Table 2's NoFed
+    assert leaf_table(result, paper, "celeba").loc[1, "Micro-Acc, paper"] == "83.8"  # Table 3's NoFed
+
+
+def test_leaf_steps_are_epochs_of_the_mean_client_s_batches():
+    # FEMNIST: 805 263 × 0.8 × 0.9 / 3 550 = 163.3 images a client → 17 batches of 10, × 5 epochs
+    assert leaf_steps("femnist", epochs=5, batch=10, val_fraction=0.1) == 85
+    # FedCelebA: 200 288 × 0.8 × 0.9 / 9 343 = 15.4 images → 2 batches, × 10 epochs
+    assert leaf_steps("celeba", epochs=10, batch=10, val_fraction=0.1) == 20
+    assert leaf_steps("celeba", epochs=1, batch=100, val_fraction=0.0) == 1
+
+
+def test_paper_cost_counts_the_paper_profile_s_runs_and_steps(monkeypatch):
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    p = parameters("fesem", "paper")
+    cost = paper_cost(p)
+    assert cost["datasets"] == ["femnist", "celeba", "fashion-mnist"] and cost["rounds"] == 100 and cost["seeds"] == 5
+    assert cost["clients"] == {"femnist": 3550, "celeba": 9343, "laboratory": 20}
+    # FEMNIST's Table 2 by hand: 11 arms (FeSEM(2..4), 8 baselines) × 5 seeds = 55 runs; a round of 3 550 clients,
+    # 85 steps each (10 arms) or one (FedSGD); the three FeSEM arms add 100 initial steps a client
+    femnist = 5 * (100 * 3550 * (10 * 85 + 1) + 3 * 3550 * 100)
+    assert femnist == 1_515_850_000
+    celeba = 5 * (100 * 9343 * (10 * 20 + 1) + 3 * 9343 * 100)  # 20 steps a client and round
+    # the laboratory, 20 clients of 50 steps: the rate pilot (10 arms × 5 rates × 3 seeds, 50 rounds, FeSEM and
+    # FedAvg + head start warm, FedSGD one step), CFL's 2 × 2 ε (3 seeds), the main sweep (16 arms × 10 seeds,
+    # 100 rounds, 7 warm), the two readings (5 seeds), §5.2 (6 K × 10 seeds on 8 clients, 3 rounds + 100 steps)
+    pilot = 3 * (50 * 20 * (45 * 50 + 5) + 10 * 20 * 100)
+    main = 10 * (100 * 20 * (15 * 50 + 1) + 7 * 20 * 100)
+    lab = pilot + 12 * 50 * 20 * 50 + main + 5 * (100 * 20 * 2 * 50 + 2 * 20 * 100) + 60 * 8 * (3 * 50 + 100)
+    assert lab == 23_725_000
+    assert cost["steps"] == femnist + celeba + lab
+    assert cost["runs"] == 2 * 55 + (150 + 12 + 160 + 10 + 60)
+    one = paper_cost(p | {"DATASETS": ["femnist", "fashion-mnist"]})  # one LEAF table and the laboratory
+    assert (one["runs"], one["steps"]) == (55 + 392, femnist + lab)
+
+
+def test_leaf_tables_run_every_leaf_dataset_and_say_where_they_run_when_none(monkeypatch):
+    import pflkit.chapters.fesem as chapter
+
+    paper, ran = paper_results("fesem"), {}
+    methods = {"k_choices": [2, 3], "fesem_options": {"lam": 0.1}, "groups": 4, "baselines": ["local"],
+               "fedprox_mu": 0.1, "avg_hs_options": {}}  # fmt: skip
+    leaf = {n: {"lr": 0.01, "local_epochs": 1} for n in ("femnist", "celeba")}
+    [note] = leaf_tables(["fashion-mnist"], RunConfig(rounds=9), leaf, [0], None, paper, methods, 3)
+    assert "`paper` profile" in note.data  # smoke and book: no LEAF data, one sentence
+
+    def fake_sweep(arms, seeds, store):
+        ran[next(iter(arms.values())).dataset] = arms
+        values = {(a, m): {0: 50.0} for a in arms for m in ("pooled_acc", "mean_acc", "micro_f1", "macro_f1")}
+        return SimpleNamespace(**vars(fake_result({(a, 0): {} for a in arms}, values)), computed=len(arms), reused=0)
+
+    monkeypatch.setattr(chapter, "sweep", fake_sweep)
+    monkeypatch.setattr(chapter, "leaf_users", lambda name: 24)
+    out = leaf_tables(["femnist", "celeba", "fashion-mnist"], RunConfig(rounds=9), leaf, [0], None, paper, methods, 3)
+    assert [o.data.split("**")[1] for o in out[::2]] == [
+        "The paper's Table 2 on femnist",
+        "The paper's Table 3 on celeba",
+    ]
+    assert list(ran) == ["femnist", "celeba"] and list(ran["celeba"]) == ["FeSEM(2)", "FeSEM(3)", "Local"]
+    assert "3 runs computed, 0 reused" in out[0].data and ran["femnist"]["FeSEM(2)"].clients == 24
+    assert ran["celeba"]["Local"].lr == 0.01 and ran["celeba"]["FeSEM(3)"].options["centers"] == 3
+    table = out[3].data  # a Styler over leaf_table's frame
+    assert table.method.tolist() == ["FeSEM(2)", "FeSEM(3)", "Local"] and table.loc[0, "Micro-Acc, ours"].startswith(
+        "50.0"
+    )
+    assert table.loc[2, "Micro-Acc, paper"] == "83.8"  # Table 3's NoFed
+
+
+def test_scan_seed_scans_a_seed_s_federation_and_builds_a_missing_one(monkeypatch):
+    import pflkit.chapters.fesem as chapter
+
+    calls = []
+    monkeypatch.setattr(
+        chapter, "choose_k", lambda cfg, fed, **kw: calls.append((cfg.seed, fed, kw)) or {1: {"a": 1.0}, 2: {"a": 2.0}}
+    )
+    monkeypatch.setattr(chapter.Federation, "from_config", classmethod(lambda cls, cfg: f"built {cfg.seed}"))
+    fesem = RunConfig(method="fesem", seed=0)
+    t = scan_seed({0: "fed 0"}, RunConfig(), fesem, 0, ks=[1, 2], sample=4, rounds=3, store="S")
+    assert t.index.tolist() == [1, 2] and t.a.tolist() == [1.0, 2.0]  # one row per K
+    scan_seed({0: "fed 0"}, RunConfig(), fesem, 7, ks=[1, 2], sample=4, rounds=3, store="S")
+    assert calls == [(0, "fed 0", {"ks": [1, 2], "sample": 4, "rounds": 3, "store": "S"}),
+                     (7, "built 7", {"ks": [1, 2], "sample": 4, "rounds": 3, "store": "S"})]  # fmt: skip

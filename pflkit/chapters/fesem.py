@@ -6,6 +6,8 @@ beside the paper's Tables 2 and 3, and the chapter's CPU estimate."""
 from __future__ import annotations
 
 import dataclasses
+import math
+import time
 from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
@@ -18,10 +20,11 @@ from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
 from ..engine import Federation
-from ..experiments import arms_for, claim_row, cpu_hours, fmt_interval, paper_vs_ours
+from ..experiments import arms_for, choose_k, claim_row, cpu_hours, fmt_interval, paper_vs_ours
 from ..grouped import DEFAULT_TRANSFORMS
 from ..methods.fesem import PAPER_WEIGHT, authors_micro_acc, distance_keys, kmeans, points
 from ..pages import folded
+from ..sweeps import sweep
 from ..verdicts import seeds_text
 
 AVG_HS = "FedAvg + head start"  # the headline's reference: FedAvg after FeSEM's warm-up
@@ -1258,3 +1261,152 @@ def k_seed_plan(scans: dict, groups: int, *, cap: int, resolution: float):
 
     margin = k_margins(scans, groups)
     return None if margin is None else seed_plan({"K": list(margin)}, cap=cap, pool=False, resolution=resolution)
+
+
+# ----------------------------------------------------------------------------- the paper profile: LEAF's users
+
+LEAF_TABLE = {"femnist": "Table 2", "celeba": "Table 3"}  # the kit's dataset -> the paper's table of it
+LEAF_SIZE = {"femnist": (805_263, 3_550), "celeba": (200_288, 9_343)}  # the paper's Table 1: images, devices
+LEAF_TRAIN_SHARE = 0.8  # §6.1: 80 % of each device's data for training, 20 % for testing
+PAPER_ORDER = {
+    "micro_acc": "Micro-Acc",
+    "micro_f1": "Micro-F1",
+    "macro_acc": "Macro-Acc",
+    "macro_f1": "Macro-F1",
+}  # Tables 2/3
+
+
+def leaf_users(name: str) -> int:
+    """The users of LEAF dataset ``name`` on this machine: the paper's "every device" as a client count."""
+    from ..federation import dataset
+
+    return len(dataset(name).info["users"])
+
+
+def leaf_arms(base, name: str, setting: dict, *, k_choices, baselines, fesem_options: dict, fedprox_mu: float,
+              warmup: int, clusters: int = 3, clients: int | None = None) -> dict:  # fmt: skip
+    """{label: config} of the paper's table on LEAF dataset ``name`` (§6.1): the natural partition with
+    every user a client (``clients``; default: all the users on this machine, :func:`leaf_users`), all
+    their images, ``setting``'s RunConfig fields (the paper's rate and local epochs for every method, the
+    model, batch, momentum); FeSEM(K) for ``k_choices`` with ``fesem_options``, and the kit's
+    ``baselines`` (:func:`method_configs`: CFL with ``warmup`` rounds without splits, FedProx at
+    ``fedprox_mu``, IFCA with ``clusters`` models in HypoCluster(3)'s row)."""
+    cfg = dataclasses.replace(base, dataset=name, partition="natural", clients=clients or leaf_users(name),
+                              train_images=None, test_images=None, local_steps=None, **setting)  # fmt: skip
+    main = method_configs(cfg, warmup, fesem_options=fesem_options, groups=clusters, baselines=baselines,
+                          fedprox_mu=fedprox_mu, avg_hs_options={})  # fmt: skip
+    arms = {
+        f"FeSEM({k})": dataclasses.replace(main["FeSEM"], options={**fesem_options, "centers": k}) for k in k_choices
+    }
+    return arms | {a: c for a, c in main.items() if a not in ("FeSEM", AVG_HS)}
+
+
+def leaf_table(result, paper: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Ours (mean ± 95 % CI over seeds, at the last round) beside the paper's table of LEAF dataset
+    ``name`` (:data:`LEAF_TABLE`), every metric of it in its order, one row per arm of ``result``; the
+    paper's numbers with one decimal, "—" where it has no row."""
+    tab, arms = LEAF_TABLE[name], list(result.arms)
+    out = pd.DataFrame({"method": arms}, index=arms)
+    for metric, header in PAPER_ORDER.items():  # the paper's columns, in its order and under its headers
+        t = paper_vs_ours(result, paper_column(paper, tab, metric, arms), metric=OURS[metric], label="paper")
+        out[f"{header}, paper"] = [f"{v:.1f}" if v == v else "—" for v in t["paper"]]
+        out[f"{header}, ours"] = t[f"ours {OURS[metric]}"]
+    out["seeds"], out["still improving"] = t["seeds"], t["still improving"]
+    out["the paper's row"] = [PAPER_ROW.get(a, a) if PAPER_ROW.get(a, a) in set(paper.method) else "—" for a in arms]
+    return out.reset_index(drop=True)
+
+
+def leaf_tables(names, base, leaf: dict, seeds, store, paper: pd.DataFrame, methods: dict, warmup_divisor: int) -> list:
+    """The paper's table of every LEAF dataset of ``names`` (those ``leaf`` has a setting for), for ``display``:
+    :func:`leaf_arms` (``leaf[name]``'s setting; the chapter's ``methods`` as for :func:`method_configs`, with
+    ``k_choices``: FeSEM's K and options, the baselines, FedProx's μ; CFL's warm-up ``base.rounds //
+    warmup_divisor``) run on ``seeds`` into ``store``, a caption (Markdown) and the table beside the paper's
+    (:func:`leaf_table`, styled) per dataset; with no LEAF dataset at this profile, one caption saying where
+    they run."""
+    from IPython.display import Markdown
+
+    names = [n for n in names if n in leaf]
+    arms = {k: methods[k] for k in ("k_choices", "fesem_options", "baselines", "fedprox_mu")}
+    arms["warmup"] = max(1, base.rounds // warmup_divisor)
+    if not names:
+        return [Markdown("*At this profile the chapter reads no LEAF data: the paper's Tables 2 and 3 on LEAF's users "
+                         "run at the `paper` profile.*")]  # fmt: skip
+    out = []
+    for name in names:
+        t = time.perf_counter()
+        res = sweep(leaf_arms(base, name, leaf[name], **arms), seeds, store)
+        out += [Markdown(f"**The paper's {LEAF_TABLE[name]} on {name}** ({res.computed} runs computed, {res.reused} "
+                         f"reused, {time.perf_counter() - t:.0f} s): accuracy and F1 in %, ours the mean ± 95 % CI "
+                         f"over {seeds_text(len(seeds))} at the last round"), styled(leaf_table(res, paper, name))]  # fmt: skip
+    return out
+
+
+def scan_seed(feds: dict, base, fesem, seed: int, *, ks, sample: int, rounds: int, store) -> pd.DataFrame:
+    """One seed's §5.2 scan (kept in ``store``): FeSEM config ``fesem`` at every K of ``ks`` on ``sample``
+    clients of the seed's federation (``feds[seed]``, or built from ``base``) for ``rounds`` rounds, one row
+    per K (:func:`pflkit.experiments.choose_k`)."""
+    fed = feds[seed] if seed in feds else Federation.from_config(dataclasses.replace(base, seed=seed))
+    return pd.DataFrame(choose_k(dataclasses.replace(fesem, seed=seed), fed, ks=ks, sample=sample, rounds=rounds,
+                                 store=store)).T  # fmt: skip
+
+
+def leaf_steps(name: str, *, epochs: int, batch: int, val_fraction: float) -> int:
+    """Optimiser steps of one client in one round on LEAF dataset ``name`` at the paper's sizes (Table 1,
+    its 80 / 20 split, ``val_fraction`` of the training images held out): ``epochs`` passes over the
+    mean client's training images in batches of ``batch``."""
+    images, devices = LEAF_SIZE[name]
+    return epochs * math.ceil(images * LEAF_TRAIN_SHARE * (1 - val_fraction) / devices / batch)
+
+
+def paper_cost(p: dict) -> dict:
+    """The `paper` profile's runs and optimiser steps (batches), from the parameters cell's values ``p``
+    (:func:`pflkit.paper.parameters` at `paper`): the paper's Tables 2 and 3 on every LEAF dataset of
+    ``DATASETS`` (every arm at every seed; every device a client, at the sizes of the paper's Table 1),
+    and the laboratory's grouped federation (the learning-rate and ε pilots at their grids, one extension of
+    the rate grid per arm included; the main sweep and §5.2's scan at the seed cap; the two readings at
+    the seeds).  A run's steps: rounds × clients × local steps; FedSGD takes one step a client and
+    round; every FeSEM run that warms up adds its ``INIT_STEPS`` a client.  An upper bound."""
+    from ..federation import RunConfig
+
+    val = RunConfig().val_fraction
+    ks, base = list(p["K_CHOICES"]), len(p["BASELINES"])
+    fedsgd = int("fedsgd" in p["BASELINES"])
+    rounds, init = p["ROUNDS"], p["INIT_STEPS"]
+    runs = steps = 0
+    clients = {}
+    for name in [d for d in p["DATASETS"] if d in LEAF_SIZE]:  # the tables: FeSEM(K) and the baselines, every seed
+        m = LEAF_SIZE[name][1]
+        local = leaf_steps(name, epochs=p["LEAF"][name]["local_epochs"], batch=p["LEAF"][name]["batch_size"],
+                           val_fraction=val)  # fmt: skip
+        n = len(p["SEEDS"])
+        runs += n * (len(ks) + base)
+        steps += n * (rounds * m * ((len(ks) + base - fedsgd) * local + fedsgd) + len(ks) * m * init)
+        clients[name] = m
+    c, s = p["CLIENTS"], p["LOCAL_STEPS"]  # the laboratory: the grouped federation
+
+    def lab(arms: int, warm: int, sgd: int, seeds: int, n_rounds: int) -> tuple[int, int]:
+        """Runs and steps of ``arms`` arms (``warm`` of them FeSEM with initial local models, ``sgd`` of
+        them FedSGD) at ``seeds`` seeds."""
+        return seeds * arms, seeds * (n_rounds * c * ((arms - sgd) * s + sgd) + warm * c * init)
+
+    pilot_arms = 1 + base + 1  # method_configs: FeSEM, the baselines, FedAvg + head start
+    grid = len(p["LR_GRID"]) + p["LR_EXTEND"]
+    cap = p["SEED_CAP"]
+    parts = [
+        lab(pilot_arms * grid, 2 * grid, fedsgd * grid, len(p["PILOT_SEEDS"]), p["PILOT_ROUNDS"]),  # the learning-rate pilot
+        (len(p["PILOT_SEEDS"]) * len(p["CFL_EPS1"]) * len(p["CFL_EPS2"]),
+         len(p["PILOT_SEEDS"]) * len(p["CFL_EPS1"]) * len(p["CFL_EPS2"]) * p["PILOT_ROUNDS"] * c * s),  # CFL's ε
+        lab(len(ks) + 5 + base, len(ks) + 4, fedsgd, max(cap, len(p["SEEDS"])), rounds),  # chapter_arms: 5 controls
+        lab(2, 2, 0, len(p["SEEDS"]), rounds),  # where a round starts: the two readings
+    ]  # fmt: skip
+    scan_seeds = max(cap, len(p["CHOOSE_SEEDS"]))
+    parts.append((scan_seeds * len(p["K_SCAN"]), scan_seeds * len(p["K_SCAN"]) * p["CHOOSE_SAMPLE"]
+                  * (p["CHOOSE_ROUNDS"] * s + init)))  # §5.2: every K on the sample  # fmt: skip
+    runs += sum(r for r, _ in parts)
+    steps += sum(st for _, st in parts)
+    return {
+        "runs": runs, "steps": steps, "datasets": list(p["DATASETS"]),
+        "clients": clients | {"laboratory": c}, "rounds": rounds, "seeds": len(p["SEEDS"]),
+        "note": "Tables 2 and 3 on each LEAF dataset, every arm at every seed, every device a client at Table 1's "
+                "sizes; the grouped laboratory: its pilots at their grids, its sweeps at the seed cap",
+    }  # fmt: skip
