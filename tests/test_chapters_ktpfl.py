@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from torch import nn
@@ -651,7 +653,11 @@ def test_probes_pairs_and_factor_arms():
         "distill_epochs": 2,
     }
     assert arms["ρ=0.1"].options["rho"] == 0.1 and arms["|D_r|=10"].options["public_batch"] == 10
-    assert arms[own] is base and arms[foreign].public_source == "digits" and foreign == "public: digits"
+    assert arms[own] == base and arms[foreign].public_source == "digits" and foreign == "public: digits"
+    # a base on another public set (the `paper` profile's MNIST): the own arm is the held-out set, the foreign one the base
+    mnist = dataclasses.replace(base, public_source="mnist")
+    arms, own, foreign = factor_arms(mnist, e=[], r=[], rho=[], public=[], foreign="mnist")
+    assert arms[own] == base and arms[foreign] == mnist and list(arms) == [own, foreign]
     assert base.options == {"rho": 0.5, "public_batch": 100}  # the base is left as it was
 
 
@@ -730,3 +736,146 @@ def test_glue_figure_closes_and_style_page_sets_the_tables_options():
     assert not plt.fignum_exists(fig.number)
     style_page()
     assert pd.get_option("display.max_colwidth") is None
+
+
+# --- the paper profile: the headline on each dataset, and its cost -----------------------------------------------
+
+
+def test_a_protocol_on_another_dataset_changes_the_dataset_and_public_set_only():
+    from pflkit.chapters.ktpfl import on_label, paper_rows
+    from pflkit.engine import RunConfig
+    from pflkit.results import paper_results
+
+    p = _protocol()
+    book = p.config("ktpfl")
+    assert book.dataset == "fashion-mnist" and book.public_source == RunConfig().public_source == ""  # `book`'s keys
+    cifar = p.on("cifar10", "cifar100")
+    c = cifar.config("ktpfl", "Non-IID_2", lr=0.02)
+    assert (c.dataset, c.public_source, c.lr) == ("cifar10", "cifar100", 0.02)
+    assert dataclasses.replace(c, dataset="fashion-mnist", public_source="", lr=book.lr) == p.config(
+        "ktpfl", "Non-IID_2"
+    )
+    assert (
+        cifar.homog("fedavg", 100, per_round=0.1).public_source == "cifar100"
+        and p.config("fedavg").dataset == "fashion-mnist"
+    )
+    assert cifar.kt is p.kt and cifar.tuned is p.tuned  # the pilots fill one set of options for every dataset
+    assert on_label("fashion-mnist", "fashion-mnist") == "" and on_label("cifar10", "fashion-mnist") == "CIFAR-10, "
+    rows = paper_rows(paper_results("ktpfl"), "Table 1", "emnist-balanced")
+    assert len(rows) == 12 and set(rows.dataset) == {"EMNIST"} and set(rows.table) == {"Table 1"}
+    assert set(paper_rows(paper_results("ktpfl"), "Table 2", "cifar10").dataset) == {"CIFAR-10"}
+
+
+def _fake_runs(monkeypatch, diverged=()):
+    """table1_runs's and table2_runs's sweeps replaced by synthetic results (KT-pFL 0.80, FedMD best of the rest);
+    returns the calls made."""
+    import pandas as pd
+
+    import pflkit.experiments as ex
+
+    calls = {"sweep": [], "flat": []}
+
+    def sweep_stable(arms, seeds, store, pilots, together=(), probe=None):
+        calls["sweep"].append((dict(arms), seeds))
+        acc = {"KT-pFL": 0.80, "FedMD": 0.75, "FedAvg": 0.74}
+        res = sweep_result({a: [record(acc.get(a, 0.70) + 0.01 * s, method=cfg.method, c=MOVED if "KT-pFL" in a else None) for s in range(3)]
+                            for a, cfg in arms.items()})  # fmt: skip
+        return res, {a: "diverged at 0.02; ran at 0.01" for a in diverged if a in arms}
+
+    def until_flat(result, arms, store, only=None, cap=2, probe=None):
+        calls["flat"].append((list(only), cap))
+        return result, pd.DataFrame({"arm": list(only), "budget": ["1×"] * len(only)})
+
+    monkeypatch.setattr(ex, "sweep_stable", sweep_stable)
+    monkeypatch.setattr(ex, "until_flat", until_flat)
+    return calls
+
+
+def test_table1_runs_runs_each_split_to_its_plan_and_the_headline_pair_on(monkeypatch):
+    from pflkit.chapters.ktpfl import LOCAL, table1_runs
+
+    calls = _fake_runs(monkeypatch, diverged=["FedMD"])
+    p = _protocol().on("emnist-balanced", "mnist")
+    lr = dict.fromkeys(["fedmd", "feddf", "pfeddf", "sim-pfd", "topk-pfd", "ktpfl"], 0.01)
+    h = table1_runs(p, lr, 0.01, {}, None, [0, 1, 2], run_cap=4, extend_cap=3, label="EMNIST, ")
+    assert list(h["runs"]) == ["Non-IID_1", "Non-IID_2"] and h["best"]["Non-IID_1"] == "FedMD"
+    assert len(calls["sweep"]) == 4  # per split: the plan's pilot on SEEDS, then its arms to their plan
+    pilot_arms, pilot_seeds = calls["sweep"][0]
+    assert pilot_seeds == [0, 1, 2] and {c.dataset for c in pilot_arms.values()} == {"emnist-balanced"}
+    assert {c.public_source for c in pilot_arms.values()} == {"mnist"} and pilot_arms[LOCAL].options["lam"] == 0.0
+    planned = calls["sweep"][1][1]
+    assert set(planned) == set(pilot_arms) and all(1 <= len(s) <= 4 for s in planned.values())  # at most run_cap
+    assert calls["flat"] == [(["KT-pFL", "FedMD"], 3)] * 2
+    assert h["fallbacks"] == ["EMNIST, Non-IID_1, FedMD: diverged at 0.02; ran at 0.01",
+                              "EMNIST, Non-IID_2, FedMD: diverged at 0.02; ran at 0.01"]  # fmt: skip
+    assert (
+        h["pairs"]["Non-IID_2"]["KT-pFL − strongest other"] == ("KT-pFL", "FedMD")
+        and h["first"]["Non-IID_1"] is not None
+    )
+
+
+def test_table2_runs_and_table2_on_set_ours_beside_the_papers_numbers_of_the_dataset(monkeypatch):
+    from pflkit.chapters.ktpfl import table2_on, table2_runs
+    from pflkit.results import paper_results
+
+    calls = _fake_runs(monkeypatch, diverged=["FedAvg"])
+    p = _protocol().on("cifar10", "cifar100")
+    methods = ["fedavg", "ktpfl-params", "ktpfl"]
+    h = table2_runs(p, methods, [20, 100], dict.fromkeys(methods, 0.005), {}, None, [0, 1, 2], extend_cap=4,
+                    label="CIFAR-10, ")  # fmt: skip
+    assert (
+        list(h["runs"]) == [20, 100]
+        and h["best"] == "FedAvg"
+        and calls["flat"] == [(["KT-pFL (parameters)", "FedAvg"], 4)]
+    )
+    at100 = calls["sweep"][1][0]
+    assert {c.clients for c in at100.values()} == {100} and {c.sample_rate for c in at100.values()} == {0.1}
+    assert {c.dataset for c in at100.values()} == {"cifar10"} and {c.model for c in at100.values()} == {"lenet"}
+    assert h["fallbacks"] == ["CIFAR-10, 20 clients, FedAvg: diverged at 0.02; ran at 0.01",
+                              "CIFAR-10, 100 clients, FedAvg: diverged at 0.02; ran at 0.01"]  # fmt: skip
+    pub = paper_results("ktpfl")
+    view, rows = table2_on(h, pub[(pub.table == "Table 2") & (pub.dataset == "CIFAR-10")], 20, near_points=3.0,
+                           seeds=[0, 1, 2], inert_c=0.01, kp="KT-pFL (parameters)", label="CIFAR-10, ")  # fmt: skip
+    assert (
+        view.loc[view.clients == 20, "paper"].loc["FedAvg"] == "51.94"
+    )  # the paper's CIFAR-10 row, not Fashion_MNIST's
+    assert view.loc[view.clients == 100, "paper"].loc["KT-pFL (parameters)"] == "58.29"
+    assert len(rows) == 4 and all(r["claim"].startswith("Table 2, CIFAR-10, 20 clients") for r in rows)
+
+
+def test_client_steps_count_private_and_public_batches():
+    from pflkit.chapters.ktpfl import client_steps
+
+    p = {"PUBLIC_IMAGES": 5000, "BATCH": 128, "LOCAL_EPOCHS": 20, "DISTILL_EPOCHS": 1, "PUBLIC_BATCH": 256}
+    # Fashion-MNIST at 20 clients: (60 000 − 5000) / 20 × 0.9 = 2475 images, 20 batches of 128, 20 epochs
+    assert client_steps(p, "fashion-mnist", 20) == 400
+    assert client_steps(p, "fashion-mnist", 20, public=3000) == 400 + 12  # 3000 public images in batches of 256
+    assert client_steps(p, "fashion-mnist", 100) == 4 * 20  # 495 images
+    assert client_steps(p, "cifar10", 20, epochs=5) == 16 * 5  # (50 000 − 5000) / 20 × 0.9 = 2025 images
+    assert client_steps(p, "emnist-balanced", 20) == 38 * 20  # (112 800 − 5000) / 20 × 0.9 = 4851 images
+
+
+def test_paper_cost_counts_the_paper_profiles_runs_and_steps(monkeypatch):
+    """The cost on the real parameters cell at `paper`, Fashion-MNIST's headline counted by hand."""
+    from pflkit.chapters.ktpfl import paper_cost
+    from pflkit.paper import parameters
+
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    cost = paper_cost(parameters("ktpfl", "paper"))
+    assert cost["datasets"] == ["fashion-mnist", "emnist-balanced", "cifar10"]
+    assert cost["clients"] == {"Table 1": 20, "Table 2": [20, 100]} and cost["rounds"] == 30
+    assert cost["seeds"] == {"Table 1": 10, "Table 2": 5, "pilots": 3}
+    # Fashion-MNIST, Table 1: per split 9 arms (Non-IID_1: the six methods, Local, FedDF's control, the authors' TopK)
+    # and 8 (Non-IID_2), 10 seeds each; a client's round: 400 private steps, + 12 public ones for the 5 (4) soft arms
+    t1_runs = (9 + 8) * 10
+    t1 = ((5 * 412 + 4 * 400) + (4 * 412 + 4 * 400)) * 20 * 30 * 10
+    t1 += 2 * 2 * (4 - 1) * 30 * 412 * 20 * 10  # per split KT-pFL and the strongest other run on to 4 × 30 rounds
+    # Table 2: 9 methods × 5 seeds at 20 clients (every one a round) and at 100 (10 a round, 495 images: 80 steps)
+    t2_runs = 9 * 2 * 5
+    t2 = (8 * 400 + 412) * 20 * 30 * 5 + (8 * 80 + 92) * 10 * 30 * 5 + 2 * (4 - 1) * 30 * 400 * 20 * 5
+    assert cost["per_dataset"]["fashion-mnist"] == {"runs": t1_runs + t2_runs, "steps": t1 + t2}
+    assert (t1_runs + t2_runs, t1 + t2) == (260, 90_246_000)
+    assert cost["runs"] == sum(c["runs"] for c in cost["per_dataset"].values()) + cost["notes"]["runs"]
+    assert cost["steps"] == sum(c["steps"] for c in cost["per_dataset"].values()) + cost["notes"]["steps"]
+    assert cost["per_dataset"]["emnist-balanced"]["steps"] > cost["per_dataset"]["fashion-mnist"]["steps"]
+    assert cost["note"] and cost["runs"] == 1210
