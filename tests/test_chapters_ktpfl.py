@@ -570,6 +570,16 @@ def test_setup_rows_state_ours_beside_the_papers():
         "0, 1 and 2; a claim's arms to its seed plan, at most 6 in Table 1",
         "",
     )
+    assert rows["Public set"] == ("3000 held-out Fashion-MNIST images, 1000 a round", "MNIST, 3000 a round")
+    assert rows["Data"][1] == "Fashion-MNIST; each client's data split 75/25"
+    assert setup_rows(p | {"PUBLIC_SETS": {"fashion-mnist": ""}}) == setup_rows(p)  # `book`'s card as it was
+    paper = dict((what, (ours, theirs)) for what, ours, theirs in setup_rows(
+        p | {"PUBLIC_SETS": {"fashion-mnist": "mnist", "emnist-balanced": "mnist", "cifar10": "cifar100"}}))  # fmt: skip
+    assert paper["Data"][0].startswith("Fashion-MNIST, EMNIST Balanced and CIFAR-10, 9000 training")
+    assert paper["Data"][1] == "Fashion_MNIST, EMNIST and CIFAR-10; each client's data split 75/25"
+    assert paper["Public set"][0] == (
+        "3000 images of MNIST for Fashion-MNIST; MNIST for EMNIST Balanced; CIFAR-100 for CIFAR-10, 1000 a round"
+    )
 
 
 def test_table1_arms_fallback_notes_and_table1_frame():

@@ -1034,18 +1034,24 @@ def bullets(lines: list[str]) -> str:
 def setup_rows(p: dict) -> list[tuple[str, str, str]]:
     """The setup card's rows (what, ours, the paper's) from the chapter's parameters ``p`` (name -> value:
     TRAIN_IMAGES, TEST_IMAGES, DIRICHLET_ALPHA, CLIENTS, ARCHS, HOMOG_MODEL, PUBLIC_IMAGES, PUBLIC_PER_ROUND,
-    ROUNDS, LOCAL_EPOCHS, DISTILL_EPOCHS, TEMPERATURE, EXTEND_CAP, SEEDS, T1_RUN)."""
+    ROUNDS, LOCAL_EPOCHS, DISTILL_EPOCHS, TEMPERATURE, EXTEND_CAP, SEEDS, T1_RUN, and PUBLIC_SETS: each dataset's
+    public set, "" held out of its training images; default Fashion-MNIST's, held out)."""
     from ..pages import prose
 
+    sets = p.get("PUBLIC_SETS") or {"fashion-mnist": ""}
+    data = prose([KIT_NAMES.get(d, d) for d in sets])
+    public = "; ".join(f"{KIT_NAMES.get(s, s)} for {KIT_NAMES.get(d, d)}" for d, s in sets.items() if s)
+    public = f"images of {public}" if public else f"held-out {data} images"  # `book`: held out of Fashion-MNIST's
+    theirs = prose([PAPER_NAMES.get(d, d) for d in sets]) if len(sets) > 1 else "Fashion-MNIST"
     return [
-        ("Data", f"Fashion-MNIST, {prose(p['TRAIN_IMAGES'])} training and {prose(p['TEST_IMAGES'])} test images; each "
-         "client is tested on its own class mix", "Fashion-MNIST; each client's data split 75/25"),
+        ("Data", f"{data}, {prose(p['TRAIN_IMAGES'])} training and {prose(p['TEST_IMAGES'])} test images; each "
+         "client is tested on its own class mix", f"{theirs}; each client's data split 75/25"),
         ("Splits", f"Non-IID_1: Dirichlet({p['DIRICHLET_ALPHA']}), every label; Non-IID_2: two labels a client",
          "the same two (no α given)"),
         ("Clients, models", f"{p['CLIENTS']}, five per architecture: {prose(p['ARCHS'].split(','))}; Table 2: all "
          f"{p['HOMOG_MODEL']}", "20 (Table 2: 20 and 100); full widths; Table 2: the CNN of McMahan et al."),
-        ("Public set", f"{p['PUBLIC_IMAGES']} held-out Fashion-MNIST images, {p['PUBLIC_PER_ROUND']} a round",
-         "MNIST, 3000 a round"),
+        ("Public set", f"{p['PUBLIC_IMAGES']} {public}, {p['PUBLIC_PER_ROUND']} a round",
+         "MNIST (CIFAR-100 for CIFAR-10), 3000 a round" if len(sets) > 1 else "MNIST, 3000 a round"),
         ("Training", f"{p['ROUNDS']} rounds of {p['LOCAL_EPOCHS']} local epochs and {p['DISTILL_EPOCHS']} distillation "
          f"epoch; T = {p['TEMPERATURE']:g}; a still-improving headline arm runs on, up to {p['EXTEND_CAP']}×",
          "E = 20 local epochs"),
@@ -1099,6 +1105,8 @@ def table1_frame(results: dict, paper: pd.DataFrame) -> pd.DataFrame:
 
 PAPER_NAMES = {"fashion-mnist": "Fashion_MNIST", "emnist-balanced": "EMNIST", "cifar10": "CIFAR-10"}
 """The kit's dataset -> its name in the paper's tables (``data/paper_results/ktpfl.csv``)."""
+KIT_NAMES = {"fashion-mnist": "Fashion-MNIST", "emnist-balanced": "EMNIST Balanced", "cifar10": "CIFAR-10",
+             "mnist": "MNIST", "cifar100": "CIFAR-100"}  # fmt: skip
 
 
 def on_label(dataset: str, first: str) -> str:
@@ -1432,7 +1440,7 @@ def cost_sentence(cost: pd.DataFrame, model: str, paper_model: str) -> str:
 
 SETUP_NAMES = (
     "TRAIN_IMAGES TEST_IMAGES DIRICHLET_ALPHA CLIENTS ARCHS HOMOG_MODEL PUBLIC_IMAGES PUBLIC_PER_ROUND ROUNDS "
-    "LOCAL_EPOCHS DISTILL_EPOCHS TEMPERATURE EXTEND_CAP SEEDS T1_RUN"
+    "LOCAL_EPOCHS DISTILL_EPOCHS TEMPERATURE EXTEND_CAP SEEDS T1_RUN PUBLIC_SETS"
 ).split()
 PROSE_NAMES = """
 PILOT_SEEDS VAL_SHARE BASELINE_GRID_WORDS CLIENTS DATA_METHODS T1_RUN FEDDF_PATIENCE FEDDF_LR_GRID PUBLIC_IMAGES
