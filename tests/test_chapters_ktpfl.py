@@ -889,3 +889,12 @@ def test_paper_cost_counts_the_paper_profiles_runs_and_steps(monkeypatch):
     assert cost["steps"] == sum(c["steps"] for c in cost["per_dataset"].values()) + cost["notes"]["steps"]
     assert cost["per_dataset"]["emnist-balanced"]["steps"] > cost["per_dataset"]["fashion-mnist"]["steps"]
     assert cost["note"] and cost["runs"] == 1210
+
+
+def test_dry_fields_only_in_the_paper_profiles_dry_run(monkeypatch):
+    from pflkit.chapters.ktpfl import dry_fields
+
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    assert dry_fields("paper") == {} and dry_fields("book") == {}
+    monkeypatch.setenv("PFLBOOK_DRY", "1")
+    assert dry_fields("paper") == {"val_fraction": 0.5} and dry_fields("smoke") == {} and dry_fields("book") == {}
