@@ -898,3 +898,16 @@ def test_dry_fields_only_in_the_paper_profiles_dry_run(monkeypatch):
     assert dry_fields("paper") == {} and dry_fields("book") == {}
     monkeypatch.setenv("PFLBOOK_DRY", "1")
     assert dry_fields("paper") == {"val_fraction": 0.5} and dry_fields("smoke") == {} and dry_fields("book") == {}
+
+
+def test_dry_counts_cap_table2s_clients_in_the_dry_run_only(monkeypatch):
+    from pflkit.chapters.ktpfl import DRY_CLIENTS, dry_counts, sampling_rate
+
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    assert dry_counts([20, 100], "paper") == [20, 100] and dry_counts([4], "smoke") == [4]
+    monkeypatch.setenv("PFLBOOK_DRY", "1")
+    assert dry_counts([20, 100], "paper") == [20, 30] == [20, DRY_CLIENTS] and dry_counts([20, 100], "book") == [
+        20,
+        100,
+    ]
+    assert sampling_rate(DRY_CLIENTS) == 0.1  # the large count's sampling is still exercised
