@@ -911,3 +911,24 @@ def test_dry_counts_cap_table2s_clients_in_the_dry_run_only(monkeypatch):
         100,
     ]
     assert sampling_rate(DRY_CLIENTS) == 0.1  # the large count's sampling is still exercised
+
+
+def test_the_paper_profiles_models_take_each_paper_datasets_images(monkeypatch):
+    """The dry run narrows the architectures (their widths are a budget); the full-width ones of the `paper` profile
+    and Table 2's CNN build and classify each headline dataset's images here."""
+    import torch
+
+    from pflkit.models import build_model
+    from pflkit.paper import parameters
+
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    p = parameters("ktpfl", "paper")
+    shapes = {"fashion-mnist": ((1, 28, 28), 10), "emnist-balanced": ((1, 28, 28), 47), "cifar10": ((3, 32, 32), 10)}
+    assert list(p["PUBLIC_SETS"]) == list(shapes) and p["HOMOG_MODEL"] == "fedavg-cnn"
+    assert p["ARCHS"] == "lenet,alexnet-64,resnet18-64,shufflenet_v2_x1_0"
+    with torch.no_grad():
+        for shape, k in shapes.values():
+            for name in [*p["ARCHS"].split(","), p["HOMOG_MODEL"]]:
+                assert build_model(name, shape, k).eval()(torch.zeros(2, *shape)).shape == (2, k)
+    monkeypatch.setenv("PFLBOOK_DRY", "1")
+    assert parameters("ktpfl", "paper")["ARCHS"] == parameters("ktpfl", "smoke")["ARCHS"]  # the dry run's
