@@ -730,8 +730,9 @@ def test_prose_values_and_setup_card_read_the_notebooks_parameters():
     assert (
         v["BASELINE_GRID_WORDS"].startswith("FedAMP's σ over 0.1") and "; pFedMe's λ over 5" in v["BASELINE_GRID_WORDS"]
     )
-    card = setup_markdown({k: ns.get(k, 3) for k in SETUP_NAMES})
-    assert "9000 training" in card and "lenet and mlp" in card
+    card = setup_markdown({k: ns.get(k, 3) for k in SETUP_NAMES} | {"PUBLIC_SETS": {"fashion-mnist": ""}})
+    assert "9000 training" in card and "lenet and mlp" in card and "held-out Fashion-MNIST images" in card
+    assert "PUBLIC_SETS" in SETUP_NAMES  # the card names each dataset's public set
 
 
 def test_glue_figure_closes_and_style_page_sets_the_tables_options():
