@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from torch import nn
@@ -568,6 +570,16 @@ def test_setup_rows_state_ours_beside_the_papers():
         "0, 1 and 2; a claim's arms to its seed plan, at most 6 in Table 1",
         "",
     )
+    assert rows["Public set"] == ("3000 held-out Fashion-MNIST images, 1000 a round", "MNIST, 3000 a round")
+    assert rows["Data"][1] == "Fashion-MNIST; each client's data split 75/25"
+    assert setup_rows(p | {"PUBLIC_SETS": {"fashion-mnist": ""}}) == setup_rows(p)  # `book`'s card as it was
+    paper = dict((what, (ours, theirs)) for what, ours, theirs in setup_rows(
+        p | {"PUBLIC_SETS": {"fashion-mnist": "mnist", "emnist-balanced": "mnist", "cifar10": "cifar100"}}))  # fmt: skip
+    assert paper["Data"][0].startswith("Fashion-MNIST, EMNIST Balanced and CIFAR-10, 9000 training")
+    assert paper["Data"][1] == "Fashion_MNIST, EMNIST and CIFAR-10; each client's data split 75/25"
+    assert paper["Public set"][0] == (
+        "3000 images of MNIST for Fashion-MNIST; MNIST for EMNIST Balanced; CIFAR-100 for CIFAR-10, 1000 a round"
+    )
 
 
 def test_table1_arms_fallback_notes_and_table1_frame():
@@ -651,7 +663,11 @@ def test_probes_pairs_and_factor_arms():
         "distill_epochs": 2,
     }
     assert arms["ρ=0.1"].options["rho"] == 0.1 and arms["|D_r|=10"].options["public_batch"] == 10
-    assert arms[own] is base and arms[foreign].public_source == "digits" and foreign == "public: digits"
+    assert arms[own] == base and arms[foreign].public_source == "digits" and foreign == "public: digits"
+    # a base on another public set (the `paper` profile's MNIST): the own arm is the held-out set, the foreign one the base
+    mnist = dataclasses.replace(base, public_source="mnist")
+    arms, own, foreign = factor_arms(mnist, e=[], r=[], rho=[], public=[], foreign="mnist")
+    assert arms[own] == base and arms[foreign] == mnist and list(arms) == [own, foreign]
     assert base.options == {"rho": 0.5, "public_batch": 100}  # the base is left as it was
 
 
@@ -714,8 +730,9 @@ def test_prose_values_and_setup_card_read_the_notebooks_parameters():
     assert (
         v["BASELINE_GRID_WORDS"].startswith("FedAMP's σ over 0.1") and "; pFedMe's λ over 5" in v["BASELINE_GRID_WORDS"]
     )
-    card = setup_markdown({k: ns.get(k, 3) for k in SETUP_NAMES})
-    assert "9000 training" in card and "lenet and mlp" in card
+    card = setup_markdown({k: ns.get(k, 3) for k in SETUP_NAMES} | {"PUBLIC_SETS": {"fashion-mnist": ""}})
+    assert "9000 training" in card and "lenet and mlp" in card and "held-out Fashion-MNIST images" in card
+    assert "PUBLIC_SETS" in SETUP_NAMES  # the card names each dataset's public set
 
 
 def test_glue_figure_closes_and_style_page_sets_the_tables_options():
@@ -730,3 +747,189 @@ def test_glue_figure_closes_and_style_page_sets_the_tables_options():
     assert not plt.fignum_exists(fig.number)
     style_page()
     assert pd.get_option("display.max_colwidth") is None
+
+
+# --- the paper profile: the headline on each dataset, and its cost -----------------------------------------------
+
+
+def test_a_protocol_on_another_dataset_changes_the_dataset_and_public_set_only():
+    from pflkit.chapters.ktpfl import on_label, paper_rows
+    from pflkit.engine import RunConfig
+    from pflkit.results import paper_results
+
+    p = _protocol()
+    book = p.config("ktpfl")
+    assert book.dataset == "fashion-mnist" and book.public_source == RunConfig().public_source == ""  # `book`'s keys
+    cifar = p.on("cifar10", "cifar100")
+    c = cifar.config("ktpfl", "Non-IID_2", lr=0.02)
+    assert (c.dataset, c.public_source, c.lr) == ("cifar10", "cifar100", 0.02)
+    assert dataclasses.replace(c, dataset="fashion-mnist", public_source="", lr=book.lr) == p.config(
+        "ktpfl", "Non-IID_2"
+    )
+    assert (
+        cifar.homog("fedavg", 100, per_round=0.1).public_source == "cifar100"
+        and p.config("fedavg").dataset == "fashion-mnist"
+    )
+    assert cifar.kt is p.kt and cifar.tuned is p.tuned  # the pilots fill one set of options for every dataset
+    assert on_label("fashion-mnist", "fashion-mnist") == "" and on_label("cifar10", "fashion-mnist") == "CIFAR-10, "
+    rows = paper_rows(paper_results("ktpfl"), "Table 1", "emnist-balanced")
+    assert len(rows) == 12 and set(rows.dataset) == {"EMNIST"} and set(rows.table) == {"Table 1"}
+    assert set(paper_rows(paper_results("ktpfl"), "Table 2", "cifar10").dataset) == {"CIFAR-10"}
+
+
+def _fake_runs(monkeypatch, diverged=()):
+    """table1_runs's and table2_runs's sweeps replaced by synthetic results (KT-pFL 0.80, FedMD best of the rest);
+    returns the calls made."""
+    import pandas as pd
+
+    import pflkit.experiments as ex
+
+    calls = {"sweep": [], "flat": []}
+
+    def sweep_stable(arms, seeds, store, pilots, together=(), probe=None):
+        calls["sweep"].append((dict(arms), seeds))
+        acc = {"KT-pFL": 0.80, "FedMD": 0.75, "FedAvg": 0.74}
+        res = sweep_result({a: [record(acc.get(a, 0.70) + 0.01 * s, method=cfg.method, c=MOVED if "KT-pFL" in a else None) for s in range(3)]
+                            for a, cfg in arms.items()})  # fmt: skip
+        return res, {a: "diverged at 0.02; ran at 0.01" for a in diverged if a in arms}
+
+    def until_flat(result, arms, store, only=None, cap=2, probe=None):
+        calls["flat"].append((list(only), cap))
+        return result, pd.DataFrame({"arm": list(only), "budget": ["1×"] * len(only)})
+
+    monkeypatch.setattr(ex, "sweep_stable", sweep_stable)
+    monkeypatch.setattr(ex, "until_flat", until_flat)
+    return calls
+
+
+def test_table1_runs_runs_each_split_to_its_plan_and_the_headline_pair_on(monkeypatch):
+    from pflkit.chapters.ktpfl import LOCAL, table1_runs
+
+    calls = _fake_runs(monkeypatch, diverged=["FedMD"])
+    p = _protocol().on("emnist-balanced", "mnist")
+    lr = dict.fromkeys(["fedmd", "feddf", "pfeddf", "sim-pfd", "topk-pfd", "ktpfl"], 0.01)
+    h = table1_runs(p, lr, 0.01, {}, None, [0, 1, 2], run_cap=4, extend_cap=3, label="EMNIST, ")
+    assert list(h["runs"]) == ["Non-IID_1", "Non-IID_2"] and h["best"]["Non-IID_1"] == "FedMD"
+    assert len(calls["sweep"]) == 4  # per split: the plan's pilot on SEEDS, then its arms to their plan
+    pilot_arms, pilot_seeds = calls["sweep"][0]
+    assert pilot_seeds == [0, 1, 2] and {c.dataset for c in pilot_arms.values()} == {"emnist-balanced"}
+    assert {c.public_source for c in pilot_arms.values()} == {"mnist"} and pilot_arms[LOCAL].options["lam"] == 0.0
+    planned = calls["sweep"][1][1]
+    assert set(planned) == set(pilot_arms) and all(1 <= len(s) <= 4 for s in planned.values())  # at most run_cap
+    assert calls["flat"] == [(["KT-pFL", "FedMD"], 3)] * 2
+    assert h["fallbacks"] == ["EMNIST, Non-IID_1, FedMD: diverged at 0.02; ran at 0.01",
+                              "EMNIST, Non-IID_2, FedMD: diverged at 0.02; ran at 0.01"]  # fmt: skip
+    assert (
+        h["pairs"]["Non-IID_2"]["KT-pFL − strongest other"] == ("KT-pFL", "FedMD")
+        and h["first"]["Non-IID_1"] is not None
+    )
+
+
+def test_table2_runs_and_table2_on_set_ours_beside_the_papers_numbers_of_the_dataset(monkeypatch):
+    from pflkit.chapters.ktpfl import table2_on, table2_runs
+    from pflkit.results import paper_results
+
+    calls = _fake_runs(monkeypatch, diverged=["FedAvg"])
+    p = _protocol().on("cifar10", "cifar100")
+    methods = ["fedavg", "ktpfl-params", "ktpfl"]
+    h = table2_runs(p, methods, [20, 100], dict.fromkeys(methods, 0.005), {}, None, [0, 1, 2], extend_cap=4,
+                    label="CIFAR-10, ")  # fmt: skip
+    assert (
+        list(h["runs"]) == [20, 100]
+        and h["best"] == "FedAvg"
+        and calls["flat"] == [(["KT-pFL (parameters)", "FedAvg"], 4)]
+    )
+    at100 = calls["sweep"][1][0]
+    assert {c.clients for c in at100.values()} == {100} and {c.sample_rate for c in at100.values()} == {0.1}
+    assert {c.dataset for c in at100.values()} == {"cifar10"} and {c.model for c in at100.values()} == {"lenet"}
+    assert h["fallbacks"] == ["CIFAR-10, 20 clients, FedAvg: diverged at 0.02; ran at 0.01",
+                              "CIFAR-10, 100 clients, FedAvg: diverged at 0.02; ran at 0.01"]  # fmt: skip
+    pub = paper_results("ktpfl")
+    view, rows = table2_on(h, pub[(pub.table == "Table 2") & (pub.dataset == "CIFAR-10")], 20, near_points=3.0,
+                           seeds=[0, 1, 2], inert_c=0.01, kp="KT-pFL (parameters)", label="CIFAR-10, ")  # fmt: skip
+    assert (
+        view.loc[view.clients == 20, "paper"].loc["FedAvg"] == "51.94"
+    )  # the paper's CIFAR-10 row, not Fashion_MNIST's
+    assert view.loc[view.clients == 100, "paper"].loc["KT-pFL (parameters)"] == "58.29"
+    assert len(rows) == 4 and all(r["claim"].startswith("Table 2, CIFAR-10, 20 clients") for r in rows)
+
+
+def test_client_steps_count_private_and_public_batches():
+    from pflkit.chapters.ktpfl import client_steps
+
+    p = {"PUBLIC_IMAGES": 5000, "BATCH": 128, "LOCAL_EPOCHS": 20, "DISTILL_EPOCHS": 1, "PUBLIC_BATCH": 256}
+    # Fashion-MNIST at 20 clients: (60 000 − 5000) / 20 × 0.9 = 2475 images, 20 batches of 128, 20 epochs
+    assert client_steps(p, "fashion-mnist", 20) == 400
+    assert client_steps(p, "fashion-mnist", 20, public=3000) == 400 + 12  # 3000 public images in batches of 256
+    assert client_steps(p, "fashion-mnist", 100) == 4 * 20  # 495 images
+    assert client_steps(p, "cifar10", 20, epochs=5) == 16 * 5  # (50 000 − 5000) / 20 × 0.9 = 2025 images
+    assert client_steps(p, "emnist-balanced", 20) == 38 * 20  # (112 800 − 5000) / 20 × 0.9 = 4851 images
+
+
+def test_paper_cost_counts_the_paper_profiles_runs_and_steps(monkeypatch):
+    """The cost on the real parameters cell at `paper`, Fashion-MNIST's headline counted by hand."""
+    from pflkit.chapters.ktpfl import paper_cost
+    from pflkit.paper import parameters
+
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    cost = paper_cost(parameters("ktpfl", "paper"))
+    assert cost["datasets"] == ["fashion-mnist", "emnist-balanced", "cifar10"]
+    assert cost["clients"] == {"Table 1": 20, "Table 2": [20, 100]} and cost["rounds"] == 30
+    assert cost["seeds"] == {"Table 1": 10, "Table 2": 5, "pilots": 3}
+    # Fashion-MNIST, Table 1: per split 9 arms (Non-IID_1: the six methods, Local, FedDF's control, the authors' TopK)
+    # and 8 (Non-IID_2), 10 seeds each; a client's round: 400 private steps, + 12 public ones for the 5 (4) soft arms
+    t1_runs = (9 + 8) * 10
+    t1 = ((5 * 412 + 4 * 400) + (4 * 412 + 4 * 400)) * 20 * 30 * 10
+    t1 += 2 * 2 * (4 - 1) * 30 * 412 * 20 * 10  # per split KT-pFL and the strongest other run on to 4 × 30 rounds
+    # Table 2: 9 methods × 5 seeds at 20 clients (every one a round) and at 100 (10 a round, 495 images: 80 steps)
+    t2_runs = 9 * 2 * 5
+    t2 = (8 * 400 + 412) * 20 * 30 * 5 + (8 * 80 + 92) * 10 * 30 * 5 + 2 * (4 - 1) * 30 * 400 * 20 * 5
+    assert cost["per_dataset"]["fashion-mnist"] == {"runs": t1_runs + t2_runs, "steps": t1 + t2}
+    assert (t1_runs + t2_runs, t1 + t2) == (260, 90_246_000)
+    assert cost["runs"] == sum(c["runs"] for c in cost["per_dataset"].values()) + cost["notes"]["runs"]
+    assert cost["steps"] == sum(c["steps"] for c in cost["per_dataset"].values()) + cost["notes"]["steps"]
+    assert cost["per_dataset"]["emnist-balanced"]["steps"] > cost["per_dataset"]["fashion-mnist"]["steps"]
+    assert cost["note"] and cost["runs"] == 1210
+
+
+def test_dry_fields_only_in_the_paper_profiles_dry_run(monkeypatch):
+    from pflkit.chapters.ktpfl import dry_fields
+
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    assert dry_fields("paper") == {} and dry_fields("book") == {}
+    monkeypatch.setenv("PFLBOOK_DRY", "1")
+    assert dry_fields("paper") == {"val_fraction": 0.5} and dry_fields("smoke") == {} and dry_fields("book") == {}
+
+
+def test_dry_counts_cap_table2s_clients_in_the_dry_run_only(monkeypatch):
+    from pflkit.chapters.ktpfl import DRY_CLIENTS, dry_counts, sampling_rate
+
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    assert dry_counts([20, 100], "paper") == [20, 100] and dry_counts([4], "smoke") == [4]
+    monkeypatch.setenv("PFLBOOK_DRY", "1")
+    assert dry_counts([20, 100], "paper") == [20, 30] == [20, DRY_CLIENTS] and dry_counts([20, 100], "book") == [
+        20,
+        100,
+    ]
+    assert sampling_rate(DRY_CLIENTS) == 0.1  # the large count's sampling is still exercised
+
+
+def test_the_paper_profiles_models_take_each_paper_datasets_images(monkeypatch):
+    """The dry run narrows the architectures (their widths are a budget); the full-width ones of the `paper` profile
+    and Table 2's CNN build and classify each headline dataset's images here."""
+    import torch
+
+    from pflkit.models import build_model
+    from pflkit.paper import parameters
+
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    p = parameters("ktpfl", "paper")
+    shapes = {"fashion-mnist": ((1, 28, 28), 10), "emnist-balanced": ((1, 28, 28), 47), "cifar10": ((3, 32, 32), 10)}
+    assert list(p["PUBLIC_SETS"]) == list(shapes) and p["HOMOG_MODEL"] == "fedavg-cnn"
+    assert p["ARCHS"] == "lenet,alexnet-64,resnet18-64,shufflenet_v2_x1_0"
+    with torch.no_grad():
+        for shape, k in shapes.values():
+            for name in [*p["ARCHS"].split(","), p["HOMOG_MODEL"]]:
+                assert build_model(name, shape, k).eval()(torch.zeros(2, *shape)).shape == (2, k)
+    monkeypatch.setenv("PFLBOOK_DRY", "1")
+    assert parameters("ktpfl", "paper")["ARCHS"] == parameters("ktpfl", "smoke")["ARCHS"]  # the dry run's

@@ -5,6 +5,7 @@ ratio), the accuracies of each architecture's clients, and the clients' label si
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pandas as pd
@@ -599,6 +600,12 @@ class Protocol:
     kt_params: dict
     feddf: dict
     tuned: dict
+    dataset: str = "fashion-mnist"  # the runs' dataset (the `paper` profile loops the headline over three)
+    public_source: str = ""  # where its public set comes from: "" held out of its training images, or a dataset
+
+    def on(self, dataset: str, public_source: str = "") -> Protocol:
+        """The same protocol on another dataset (and public set); the option dicts stay shared with this one."""
+        return dataclasses.replace(self, dataset=dataset, public_source=public_source)
 
     def options(self, method: str, models: str | None = None) -> dict:
         """The options of ``method``'s runs, on ``models`` (default: Table 1's architectures)."""
@@ -621,7 +628,8 @@ class Protocol:
         rounds = self.rounds if rounds is None else rounds
         base = RunConfig(
             method=method,
-            dataset="fashion-mnist",
+            dataset=self.dataset,
+            public_source=self.public_source,
             rounds=rounds,
             eval_every=max(1, rounds // self.evals),
             options=self.options(method, models),
@@ -828,22 +836,23 @@ def table2_claims(
     seeds,
     inert_c: float,
     kp: str = "KT-pFL (parameters)",
+    label: str = "",
 ) -> dict:
-    """Table 2's claims at ``n`` clients (``res``: its runs, the headline arms at their stopping points;
+    """Table 2's claims at ``n`` clients (``label``: the dataset's prefix, :func:`on_label`) (``res``: its runs, the headline arms at their stopping points;
     ``first``: at the first budget; ``budget``: the headline arms' budgets; ``best``: the strongest other
     method on validation; ``pub``: the paper's numbers, method -> value).  Returns ``mech`` (the
     parameter-exchanging KT-pFL's c leaves 1/N), ``claims`` (the paper's headline, then our two) and
     ``ran_on`` (what running on changed, "" when no arm ran on)."""
     mech = c_mechanism(
-        f"Table 2, {n} clients, {kp}: mechanism: c leaves 1/N (largest |c − 1/N| > {inert_c:g})",
+        f"Table 2, {label}{n} clients, {kp}: mechanism: c leaves 1/N (largest |c − 1/N| > {inert_c:g})",
         res, kp, seeds, inert_c, paper="c learned by eq. 7",
     )  # fmt: skip
     claims = [
-        claim(f"Table 2, {n} clients: {kp} beats the strongest other method ({best}, on validation)", res, kp, best,
+        claim(f"Table 2, {label}{n} clients: {kp} beats the strongest other method ({best}, on validation)", res, kp, best,
               paper=paper_margin(pub, n), mechanism=mech, headline=True),
-        claim(f"Table 2, {n} clients (ours): the soft-prediction KT-pFL beats {best} too (its λ, η₃ and ρ from "
+        claim(f"Table 2, {label}{n} clients (ours): the soft-prediction KT-pFL beats {best} too (its λ, η₃ and ρ from "
               "Table 1's pilots)", res, "KT-pFL", best),
-        claim(f"Table 2, {n} clients (ours): exchanging parameters beats exchanging soft predictions (η₃ and ρ "
+        claim(f"Table 2, {label}{n} clients (ours): exchanging parameters beats exchanging soft predictions (η₃ and ρ "
               "piloted here for the first, on Table 1's setting for the second)", res, kp, "KT-pFL"),
     ]  # fmt: skip
     ran = budget[budget.budget != "1×"]
@@ -1025,18 +1034,24 @@ def bullets(lines: list[str]) -> str:
 def setup_rows(p: dict) -> list[tuple[str, str, str]]:
     """The setup card's rows (what, ours, the paper's) from the chapter's parameters ``p`` (name -> value:
     TRAIN_IMAGES, TEST_IMAGES, DIRICHLET_ALPHA, CLIENTS, ARCHS, HOMOG_MODEL, PUBLIC_IMAGES, PUBLIC_PER_ROUND,
-    ROUNDS, LOCAL_EPOCHS, DISTILL_EPOCHS, TEMPERATURE, EXTEND_CAP, SEEDS, T1_RUN)."""
+    ROUNDS, LOCAL_EPOCHS, DISTILL_EPOCHS, TEMPERATURE, EXTEND_CAP, SEEDS, T1_RUN, and PUBLIC_SETS: each dataset's
+    public set, "" held out of its training images; default Fashion-MNIST's, held out)."""
     from ..pages import prose
 
+    sets = p.get("PUBLIC_SETS") or {"fashion-mnist": ""}
+    data = prose([KIT_NAMES.get(d, d) for d in sets])
+    public = "; ".join(f"{KIT_NAMES.get(s, s)} for {KIT_NAMES.get(d, d)}" for d, s in sets.items() if s)
+    public = f"images of {public}" if public else f"held-out {data} images"  # `book`: held out of Fashion-MNIST's
+    theirs = prose([PAPER_NAMES.get(d, d) for d in sets]) if len(sets) > 1 else "Fashion-MNIST"
     return [
-        ("Data", f"Fashion-MNIST, {prose(p['TRAIN_IMAGES'])} training and {prose(p['TEST_IMAGES'])} test images; each "
-         "client is tested on its own class mix", "Fashion-MNIST; each client's data split 75/25"),
+        ("Data", f"{data}, {prose(p['TRAIN_IMAGES'])} training and {prose(p['TEST_IMAGES'])} test images; each "
+         "client is tested on its own class mix", f"{theirs}; each client's data split 75/25"),
         ("Splits", f"Non-IID_1: Dirichlet({p['DIRICHLET_ALPHA']}), every label; Non-IID_2: two labels a client",
          "the same two (no α given)"),
         ("Clients, models", f"{p['CLIENTS']}, five per architecture: {prose(p['ARCHS'].split(','))}; Table 2: all "
          f"{p['HOMOG_MODEL']}", "20 (Table 2: 20 and 100); full widths; Table 2: the CNN of McMahan et al."),
-        ("Public set", f"{p['PUBLIC_IMAGES']} held-out Fashion-MNIST images, {p['PUBLIC_PER_ROUND']} a round",
-         "MNIST, 3000 a round"),
+        ("Public set", f"{p['PUBLIC_IMAGES']} {public}, {p['PUBLIC_PER_ROUND']} a round",
+         "MNIST (CIFAR-100 for CIFAR-10), 3000 a round" if len(sets) > 1 else "MNIST, 3000 a round"),
         ("Training", f"{p['ROUNDS']} rounds of {p['LOCAL_EPOCHS']} local epochs and {p['DISTILL_EPOCHS']} distillation "
          f"epoch; T = {p['TEMPERATURE']:g}; a still-improving headline arm runs on, up to {p['EXTEND_CAP']}×",
          "E = 20 local epochs"),
@@ -1084,6 +1099,206 @@ def table1_frame(results: dict, paper: pd.DataFrame) -> pd.DataFrame:
         ]
         rows.append(t.assign(split=split).set_index("split", append=True))
     return accuracy_view(pd.concat(rows).reorder_levels(["split", "arm"]))
+
+
+# --- the headline on each dataset (the `paper` profile runs Tables 1 and 2 on the paper's three) ------------
+
+PAPER_NAMES = {"fashion-mnist": "Fashion_MNIST", "emnist-balanced": "EMNIST", "cifar10": "CIFAR-10"}
+"""The kit's dataset -> its name in the paper's tables (``data/paper_results/ktpfl.csv``)."""
+KIT_NAMES = {"fashion-mnist": "Fashion-MNIST", "emnist-balanced": "EMNIST Balanced", "cifar10": "CIFAR-10",
+             "mnist": "MNIST", "cifar100": "CIFAR-100"}  # fmt: skip
+
+
+def on_label(dataset: str, first: str) -> str:
+    """The prefix of a dataset's claims and fallbacks: "" on the ``first`` dataset (the book's, whose labels stay
+    as they were), else the paper's name of the dataset and ", "."""
+    return "" if dataset == first else f"{PAPER_NAMES.get(dataset, dataset)}, "
+
+
+def table2_on(h: dict, paper: pd.DataFrame, n: int, *, near_points: float, seeds, inert_c: float, kp: str, label: str):
+    """Table 2 on one more dataset (``h``: :func:`table2_runs`'s; ``paper``: the paper's Table 2 rows on it) as the
+    page shows it, and its claims at ``n`` clients (:func:`table2_claims`, each prefixed with ``label``)."""
+    pub = paper[paper.setting.str.startswith(f"{n} clients")].set_index("method").value
+    c = table2_claims(h["runs"][n], h["first"], h["budget"], n, best=h["best"], pub=pub, seeds=seeds, inert_c=inert_c,
+                      kp=kp, label=label)  # fmt: skip
+    return accuracy_view(table2_frame(h["runs"], paper, near_points).round({"ours − paper": 1})), [
+        c["mech"],
+        *c["claims"],
+    ]
+
+
+def paper_rows(paper: pd.DataFrame, table: str, dataset: str) -> pd.DataFrame:
+    """The paper's rows of ``table`` ("Table 1", "Table 2") on the kit's ``dataset``."""
+    return paper[(paper.table == table) & (paper.dataset == PAPER_NAMES.get(dataset, dataset))]
+
+
+def table1_runs(
+    p: Protocol, lr: dict, soft_lr: float, pilots: dict, store, seeds, *, run_cap: int, extend_cap: int,
+    topk_authors: bool = True, label: str = "",
+) -> dict:  # fmt: skip
+    """Table 1's runs on every split of ``p``'s dataset: each split's seed-plan pilot on ``seeds``, then each
+    arm to the seeds its claims' plan asks (at most ``run_cap``); a rate that diverges in these runs falls
+    back, every seed, to its pilot's best smaller rate (``pilots``: arm -> (pilot result, its arm)), for the
+    whole group that shares it; the headline's two arms (KT-pFL and the strongest other method on validation)
+    run on while still improving, at most ``extend_cap`` × their rounds.  Returns, per split, ``runs`` (each
+    headline arm at its stopping point), ``first`` (at the first budget), ``best``, ``pairs``, ``plan`` and
+    ``budget``, and the ``fallbacks``' lines (prefixed with ``label``)."""
+    from ..experiments import RESOLUTION, arm_seeds, sweep_stable, until_flat
+
+    def table1(split, arm_seeds_):
+        arms = table1_arms(p, split, lr, soft_lr, topk_authors)
+        together = [SOFT_GROUP, ("FedDF", NO_SERVER)]  # Local shares the soft methods' rate, FedDF's control FedDF's
+        return sweep_stable(arms, arm_seeds_, store, pilots, together=together, probe=channel_probes(arms))
+
+    out = {k: {} for k in ("runs", "first", "best", "pairs", "plan", "budget")} | {"fallbacks": []}
+    for split in p.splits:
+        res, _ = table1(split, seeds)  # the seed plan's pilot
+        best = res.select([a for a in res.arms if a not in ("KT-pFL", LOCAL, NO_SERVER, TOPK_A)], by="val_mean_acc")
+        pairs = table1_pairs(best)
+        plan = seed_plan(
+            {k: list(res.paired(a, b)) for k, (a, b) in pairs.items()}, cap=SEED_CAP, resolution=RESOLUTION
+        )
+        per_arm = arm_seeds(plan, pairs, seeds, arms=res.arms, cap=SEED_CAP)
+        first, fallbacks = table1(split, {a: s[:run_cap] for a, s in per_arm.items()})
+        out["fallbacks"] += fallback_notes(label + split, fallbacks)
+        out["runs"][split], out["budget"][split] = until_flat(
+            first, None, store, only=["KT-pFL", best], cap=extend_cap, probe=channel_probes(first.arms)
+        )
+        out["first"][split], out["best"][split], out["pairs"][split], out["plan"][split] = first, best, pairs, plan
+    return out
+
+
+def table2_runs(
+    p: Protocol, methods: list[str], counts: list[int], lr: dict, pilots: dict, store, seeds, *, extend_cap: int,
+    kp: str = "KT-pFL (parameters)", label: str = "",
+) -> dict:  # fmt: skip
+    """Table 2's runs on ``p``'s dataset at each client count of ``counts`` (a share :func:`sampling_rate` of
+    them a round), each method at its rate ``lr`` with Table 1's divergence fallback (``pilots``); at the first
+    count the headline's arms (``kp`` and the strongest other method on validation) run on while still
+    improving, at most ``extend_cap`` × their budget.  Returns ``runs`` (count -> result), ``first`` (the first
+    count's at the first budget), ``best``, ``budget`` and the ``fallbacks``' lines (prefixed with ``label``)."""
+    from ..experiments import sweep_stable, until_flat
+    from ..methods import display_name
+
+    runs, lines = {}, []
+    for n in counts:  # pFedHN: one client per hypernetwork step, the same client updates in all
+        arms = {display_name(m): p.homog(m, n, per_round=sampling_rate(n), lr=lr[m]) for m in methods}
+        runs[n], fallbacks = sweep_stable(arms, seeds, store, pilots, probe=c_probe)
+        lines += [f"{label}{n} clients, {a}: {note}" for a, note in fallbacks.items()]
+    first = runs[counts[0]]
+    best = first.select([a for a in first.arms if a not in ("KT-pFL", kp)], by="val_mean_acc")
+    runs[counts[0]], budget = until_flat(first, None, store, only=[kp, best], cap=extend_cap, probe=c_probe)
+    return {"runs": runs, "first": first, "best": best, "budget": budget, "fallbacks": lines}
+
+
+def dry_fields(profile: str) -> dict:
+    """Run fields of the `paper` profile's dry run only (:func:`pflkit.profiles.dry`), none elsewhere: its fixture
+    datasets hold a few images a class (EMNIST Balanced: 8 of each of 47), too few for the kit's 10 % validation
+    split to leave a client one image of a class at 20 clients, and Table 1 cannot choose its strongest method
+    without validation images; there half of a client's images of a class are held out for validation."""
+    from ..profiles import dry
+
+    return {"val_fraction": 0.5} if profile == "paper" and dry() else {}
+
+
+DRY_CLIENTS = 30  # the most clients the fixtures' few hundred images hold (Table 2's 100, in the dry run only)
+
+
+def dry_counts(counts: list[int], profile: str) -> list[int]:
+    """Table 2's client counts, in the `paper` profile's dry run capped at :data:`DRY_CLIENTS` (on fixture data 100
+    clients leave some client no training image; 30 are still sampled at 0.1 a round); unchanged elsewhere."""
+    from ..profiles import dry
+
+    return [min(n, DRY_CLIENTS) for n in counts] if profile == "paper" and dry() else list(counts)
+
+
+# --- the paper profile's cost ----------------------------------------------------------------------------------
+
+TRAIN_SIZES = {"fashion-mnist": 60_000, "mnist": 60_000, "emnist-balanced": 112_800, "cifar10": 50_000}
+"""The official training sets' sizes (the `paper` profile trains on all of them)."""
+
+
+def client_steps(p: dict, dataset: str, clients: int, epochs: int | None = None, public: int | None = None) -> int:
+    """A client's optimiser steps in one round at the parameters ``p``: its private batches (the training set
+    less the public set, over ``clients``, less validation) times the local epochs, plus, where ``public`` (its
+    public batch, images) is given, the distillation epochs' batches of it."""
+    from ..engine import RunConfig
+
+    images = (TRAIN_SIZES[dataset] - p["PUBLIC_IMAGES"]) / clients * (1 - RunConfig().val_fraction)
+    steps = math.ceil(images / p["BATCH"]) * (p["LOCAL_EPOCHS"] if epochs is None else epochs)
+    return steps + (p["DISTILL_EPOCHS"] * math.ceil(public / p["PUBLIC_BATCH"]) if public else 0)
+
+
+def headline_cost(p: dict, dataset: str) -> dict:
+    """Tables 1 and 2 on ``dataset`` at the parameters ``p``: runs and optimiser steps, every arm at its seed cap
+    (Table 1: ``T1_RUN``; Table 2: ``SEEDS``) and each table's two headline arms at ``EXTEND_CAP`` × ``ROUNDS``."""
+    n, rounds, more = p["CLIENTS"], p["ROUNDS"], p["EXTEND_CAP"] - 1
+    soft, plain = client_steps(p, dataset, n, public=p["PUBLIC_PER_ROUND"]), client_steps(p, dataset, n)
+    n_soft = sum(m in SOFT for m in p["TABLE1_METHODS"])
+    runs = steps = 0
+    for split in ("Non-IID_1", "Non-IID_2"):  # the six methods, Local, FedDF's control and (Non-IID_1) TopK's
+        topk = int(p["TOPK_AUTHORS"] and split == "Non-IID_1")
+        arms = len(p["TABLE1_METHODS"]) + 2 + topk
+        runs += arms * p["T1_RUN"]
+        per_round = (n_soft + topk) * soft + (arms - n_soft - topk) * plain + 2 * more * soft  # headline: KT-pFL's
+        steps += per_round * n * rounds * p["T1_RUN"]
+    for c in p["TABLE2_CLIENT_COUNTS"]:  # every client on one model; the soft KT-pFL distils too
+        k = round(c * sampling_rate(c))
+        soft2, plain2 = client_steps(p, dataset, c, public=p["PUBLIC_PER_ROUND"]), client_steps(p, dataset, c)
+        methods = p["TABLE2_METHODS"]
+        per_round = (
+            (len(methods) - 1) * plain2 + soft2 + (2 * more * plain2 if c == p["TABLE2_CLIENT_COUNTS"][0] else 0)
+        )
+        runs += len(methods) * len(p["SEEDS"])
+        steps += per_round * k * rounds * len(p["SEEDS"])
+    return {"runs": runs, "steps": steps}
+
+
+def notes_cost(p: dict, dataset: str) -> dict:
+    """The pilots (at their grids, ``PILOT_ROUNDS`` rounds, ``PILOT_SEEDS``) and Tables 3–6 (``SWEEP_ROUNDS``
+    rounds, ``SEEDS``) on the first ``dataset``: runs and optimiser steps."""
+    n, public = p["CLIENTS"], p["PUBLIC_PER_ROUND"]
+    soft, plain = client_steps(p, dataset, n, public=public), client_steps(p, dataset, n)
+    lr, n_soft = len(p["LR_GRID"]), sum(m in SOFT for m in p["TABLE1_METHODS"])
+    plain_arms = (len(p["TABLE1_METHODS"]) - n_soft) + 1 + sum(m != "pfedhn" for m in p["TABLE2_METHODS"])  # + Local
+    pilots = [  # (arms, per-client steps a round): the rate, the soft rate, λ, η₃ × ρ (both), baselines', FedDF's
+        (plain_arms * lr, plain), (n_soft * lr, soft), (n_soft * len(p["LAMBDA_GRID"]), soft),
+        (len(p["C_LR_GRID"]) * len(p["C_RHO_GRID"]), soft), (len(p["PARAMS_C_LR_GRID"]) * len(p["PARAMS_RHO_GRID"]), plain),
+        (sum(math.prod(map(len, axes.values())) for axes in p["BASELINE_GRIDS"].values()), plain),
+        (2 * len(p["FEDDF_LR_GRID"]), plain),
+    ]  # fmt: skip
+    seeds = len(p["PILOT_SEEDS"])
+    runs = sum(a for a, _ in pilots) * seeds
+    steps = sum(a * s for a, s in pilots) * n * p["PILOT_ROUNDS"] * seeds
+    factors = [client_steps(p, dataset, n, epochs=e, public=public) for e in p["E_CHOICES"]]
+    factors += [soft + (r - p["DISTILL_EPOCHS"]) * math.ceil(public / p["PUBLIC_BATCH"]) for r in p["R_CHOICES"]]
+    factors += [soft] * len(p["RHO_CHOICES"]) + [client_steps(p, dataset, n, public=x) for x in p["PUBLIC_CHOICES"]]
+    factors += [soft, soft]  # the held-out public set and the other domain's
+    runs += len(factors) * len(p["SEEDS"])
+    steps += sum(factors) * n * p["SWEEP_ROUNDS"] * len(p["SEEDS"])
+    return {"runs": runs, "steps": steps}
+
+
+def paper_cost(p: dict) -> dict:
+    """The `paper` profile's runs and optimiser steps (client batches, private and public) from the parameters
+    cell's values ``p`` (:func:`pflkit.paper.parameters`): Tables 1 and 2 on each dataset of ``PUBLIC_SETS``
+    (:func:`headline_cost`), the pilots and Tables 3–6 on the first (:func:`notes_cost`); an upper bound."""
+    datasets = list(p["PUBLIC_SETS"])
+    per = {d: headline_cost(p, d) for d in datasets}
+    notes = notes_cost(p, datasets[0])
+    return {
+        "runs": sum(c["runs"] for c in per.values()) + notes["runs"],
+        "steps": sum(c["steps"] for c in per.values()) + notes["steps"],
+        "datasets": datasets,
+        "clients": {"Table 1": p["CLIENTS"], "Table 2": list(p["TABLE2_CLIENT_COUNTS"])},
+        "rounds": p["ROUNDS"],
+        "seeds": {"Table 1": p["T1_RUN"], "Table 2": len(p["SEEDS"]), "pilots": len(p["PILOT_SEEDS"])},
+        "per_dataset": per,
+        "notes": notes,
+        "note": "Tables 1 and 2 on each dataset, every arm at its seed cap and each table's headline pair at its "
+        "longest budget; the pilots at their grids and Tables 3–6 on the first dataset; a step is one batch of a "
+        "client's private data or of its public batch (FedDF's server distillation not counted)",
+    }
 
 
 # --- the notebook's plumbing: pilots' arms, sweeps' arms, sentences, glued values -----------------------------
@@ -1188,7 +1403,8 @@ def factor_arms(base, *, e, r, rho, public, foreign: str) -> tuple[dict, str, st
     arms |= {f"ρ={x:g}": opt(rho=x) for x in rho}
     arms |= {f"|D_r|={x}": opt(public_batch=x) for x in public}
     own, other = "public: Fashion-MNIST held out", f"public: {foreign}"
-    arms[own] = base  # the defaults (the same run as the default E: read back from the store)
+    # the held-out set (where ``base`` takes another one, as the `paper` profile's MNIST, the run that differs from it)
+    arms[own] = dataclasses.replace(base, public_source="")  # at `book`: the defaults, read back from the store
     arms[other] = dataclasses.replace(base, public_source=foreign)
     return arms, own, other
 
@@ -1245,7 +1461,7 @@ def cost_sentence(cost: pd.DataFrame, model: str, paper_model: str) -> str:
 
 SETUP_NAMES = (
     "TRAIN_IMAGES TEST_IMAGES DIRICHLET_ALPHA CLIENTS ARCHS HOMOG_MODEL PUBLIC_IMAGES PUBLIC_PER_ROUND ROUNDS "
-    "LOCAL_EPOCHS DISTILL_EPOCHS TEMPERATURE EXTEND_CAP SEEDS T1_RUN"
+    "LOCAL_EPOCHS DISTILL_EPOCHS TEMPERATURE EXTEND_CAP SEEDS T1_RUN PUBLIC_SETS"
 ).split()
 PROSE_NAMES = """
 PILOT_SEEDS VAL_SHARE BASELINE_GRID_WORDS CLIENTS DATA_METHODS T1_RUN FEDDF_PATIENCE FEDDF_LR_GRID PUBLIC_IMAGES
