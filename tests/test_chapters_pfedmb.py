@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pflkit import data
 from pflkit.chapters.pfedmb import (
+    PAIR_DATA,
     PFEDMB,
     alpha_data_rho,
     alpha_follows_data,
@@ -31,10 +33,13 @@ from pflkit.chapters.pfedmb import (
     pair_alpha,
     pair_diffs,
     pair_scores,
+    paper_cost,
     paper_diff,
     per_seed,
+    pilot_configs,
     pilot_summary,
     pilot_table,
+    run_steps,
     seed_table,
     setting_arms,
     setting_base,
@@ -42,6 +47,7 @@ from pflkit.chapters.pfedmb import (
     t2_diffs,
     table2_probe,
     value_words,
+    with_pairs,
     worst_gap,
 )
 from pflkit.engine import Federation, run
@@ -467,3 +473,54 @@ def test_say_wraps_a_printed_note_to_the_column(capsys):
     assert lines[1].startswith("  ")  # a wrapped line is indented
     say("a\n\nb")
     assert capsys.readouterr().out == "a\n\nb\n"
+
+
+# ----------------------------------------------------------------------------- the paper profile
+
+
+def test_a_settings_own_dataset_replaces_the_training_options_one():
+    setting = dict(dataset="cifar100", partition="pathological", clients=15, sample_rate=1.0, classes_per_client=20)
+    base = setting_base(setting, 2, dict(dataset="cifar10", model="lenet", lr=0.05))
+    assert (base.dataset, base.classes_per_client, base.rounds) == ("cifar100", 20, 2)
+
+
+def test_the_pairs_dataset_groups_the_classes_two_by_two():
+    ds = with_pairs(data.load_dataset("digits"), "digits-pairs")
+    assert ds.name == "digits-pairs" and ds.coarse_of_class == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert ds.coarse_names == [f"pair {p}" for p in range(5)] and len(ds.y_train) > 0
+    assert PAIR_DATA == "cifar10-pairs" and PAIR_DATA in data.dataset_names()
+
+
+def test_run_steps_count_batches_rounds_clients_and_fine_tuning():
+    p = {"DATA_FRACTION": 1.0, "VAL_FRACTION": 0.2, "BATCH": 64, "EPOCHS": 5}
+    # CIFAR-10, 15 clients: 40 000 / 15 = 2667 images, 42 batches, 210 a round; 100 rounds, 2 evaluations
+    assert run_steps(p, "cifar10", 15, 1.0, 100, evals=2, mb=False) == 100 * 15 * 210 + 2 * 15 * 210 == 321_300
+    assert run_steps(p, "cifar10", 15, 1.0, 100, evals=2, mb=True) == 636_300  # E on α, then E on the branches
+    # CIFAR-100, 50 clients at 20 %: 800 images, 13 batches, 65 a round; 500 rounds of 10 clients
+    assert run_steps(p, "cifar100", 50, 0.2, 500, evals=2, mb=False) == 500 * 10 * 65 + 2 * 50 * 65 == 331_500
+
+
+def test_pilot_configs_count_every_grid_extended_once():
+    p = {"EXTEND": 1, "LR_GRID": [0.01, 0.1], "SIGMA_GRID": [1.0], "ALPHA_LR_GRID": {"a": [1.0], "b": [1.0, 2.0]}}
+    assert pilot_configs(p, 2) == (2 + 3 + 2 * 3, 2 * 3)  # η_α (2 + 3), pFedMB's two scales × 3 rates; 2 × 3
+    assert pilot_configs(p, 8) == (11, 2 + 8 * 3)  # FedAMP's σ (1 + 1) with Table II's eight methods
+
+
+def test_paper_cost_on_the_real_parameters_counts_by_hand():
+    from pflkit.paper import parameters
+
+    p = parameters("pfedmb", "paper")
+    c = paper_cost(p)
+    assert c["datasets"] == ["cifar10", "cifar100"] and c["clients"] == [10, 15, 50] and c["seeds"]["cap"] == 10
+    # Dirichlet 0.4 / 15 clients on CIFAR-10, 100 rounds (50 in the pilot), 210 steps a client a round:
+    # pilot, 3 seeds: pFedMB 14 η_α + 2 × 5 rates = 24 configs of 50 × 15 × 420 + 2 × 15 × 210 = 321 300 steps,
+    # 47 others (7 σ + 8 methods × 5 rates) of 50 × 15 × 210 + 6 300 = 163 800;
+    # runs, 10 seeds: pFedMB at 8 B and the eq. 6 control (636 300 each), six methods at 321 300, FedAMP and
+    # IFCA (10 evaluations) at 315 000 + 31 500
+    pilot = 72 * 321_300 + 141 * 163_800
+    main = 90 * 636_300 + 60 * 321_300 + 20 * 346_500
+    assert c["by_part"]["Dirichlet 0.4 / 15 clients"] == (72 + 141 + 170, pilot + main) == (383, 129_704_400)
+    # every part: the pairs (102 pilot runs, 6 arms × 10 seeds), four headline settings as above, random 2 classes
+    # at 15 clients (8 B) and at 50 (Figure 5's 11 B)
+    assert c["by_part"]["pairs"][0] == 162 and c["runs"] == 162 + 4 * 383 + (213 + 80 + 80) + (213 + 110 + 80) == 2470
+    assert c["steps"] == sum(s for _, s in c["by_part"].values()) and c["note"]

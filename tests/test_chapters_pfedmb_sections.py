@@ -35,7 +35,7 @@ F5 = "Dirichlet 0.4 / 50 clients"
 def params(**kw) -> Params:
     """Small parameters: three Table II settings (two headline), Figure 5 at B = 2, 5, 10, three seeds."""
     base = dict(
-        profile="test", seeds=[0, 1, 2], pilot_seeds=[0], data_fraction=0.1, test_images=None, epochs=1,
+        profile="test", datasets=["fashion-mnist"], val_fraction=0.1, seeds=[0, 1, 2], pilot_seeds=[0], data_fraction=0.1, test_images=None, epochs=1,
         paper_epochs=5, momentum=0.9, batch=64, lr_grid=[0.05], alpha_lr_grid={"momentum": [1.0], "no momentum": [1.0]},
         extend=0, sigma_grid=[1.0], pair_rounds=4, pair_pilot_rounds=2, pair_branches=3, pair_clients=4, visits=2,
         dirichlet_visits=4, client_setups=((15, 1.0), (50, 0.2)), pilot_visits=2, k_classes=3,
@@ -134,6 +134,20 @@ def test_params_derive_the_settings_the_headline_and_the_prose_values():
     assert prose["TABLE2_RUN"] == 2 and prose["MARGIN"] == 1.0
     with pytest.raises(dataclasses.FrozenInstanceError):
         P.seeds = [0]  # frozen
+
+
+def test_params_give_each_setting_its_dataset_and_the_paper_profile_its_headline():
+    P = params()  # the book: every setting on its one dataset
+    assert {s["cfg"]["dataset"] for s in P.settings.values()} == {"fashion-mnist"}
+    R20, D50 = "random 20 classes / 50 clients", "Dirichlet 0.4 / 50 clients"
+    P = params(
+        datasets=["cifar10", "cifar100"], k_classes=20, table2_settings=[D50, R20, "random 2 classes / 50 clients"]
+    )
+    assert P.settings[D50]["cfg"]["dataset"] == "cifar10" and P.settings["random 2 classes / 15 clients"]["cfg"][
+        "dataset"] == "cifar10"  # fmt: skip
+    assert P.settings[R20]["cfg"]["dataset"] == "cifar100" and P.settings[R20]["cfg"]["classes_per_client"] == 20
+    assert P.settings[R20]["paper"] == ("CIFAR100", "random 20 classes with different size / 50 clients")
+    assert P.headline == [D50, R20]  # random 20 classes is a headline setting; random 2 classes is not
 
 
 def test_pilot_tuner_chooses_on_validation_and_returns_its_sweeps(tmp_path, monkeypatch):
@@ -616,6 +630,9 @@ def test_fig5_claims_set_the_interior_b_against_both_ends(shown):
     assert out.rows[0]["verdict"] == "contradicted" and out.rows[1]["verdict"] == "reproduces"  # 71 vs 72, vs 68
     assert out.rows[2]["ours (a − b, 95 % CI)"] == "not testable: Fashion-MNIST has 10 classes"
     assert "* Figure 5: accuracy peaks" in text(shown)
+    P = params(datasets=["cifar10", "cifar100"])  # the paper's two datasets: listed in Table III, not judged
+    out = sec.fig5_claims(P, runs, fig5=fig5, plan=plan, sat_flag={F5: ""}, notes={}, n_classes=10)
+    assert out.rows[2]["ours (a − b, 95 % CI)"].startswith("not judged: Table III lists the B validation chose")
 
 
 def test_fig5_notes_say_the_spread_over_b_and_whether_local_saturates(shown):
@@ -865,3 +882,9 @@ def test_glue_texts_glue_the_parameters_sentences_and_setup_card(monkeypatch, sh
     assert values["FIG5_ROUNDS_TEXT"] == "50 clients, 20 % per round: 10 rounds"
     assert values["CLIENT_SETUPS_TEXT"] == "15 clients, all in every round; 50 clients, 20 % per round"
     assert "| Seeds |" in glued["setup_card"].data or "Seeds" in glued["setup_card"].data
+    assert values["DATA_TEXT"] == "Fashion-MNIST" and values["DEVIATIONS_TEXT"].startswith("Fashion-MNIST instead of")
+    assert values["TRAIN_IMAGES_TEXT"] == "6000 (a 0.1 share of the 60 000)"
+    P = params(datasets=["cifar10", "cifar100"], train_images=None, data_fraction=1.0)  # the paper's data
+    sec.glue_texts(P, runs, paper=sec.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
+    assert values["DATA_TEXT"] == "CIFAR-10 and CIFAR-100" and values["TRAIN_IMAGES_TEXT"] == "all 50 000"
+    assert values["DEVIATIONS_TEXT"].startswith("cifar10 and cifar100 as in the paper, the kit's LeNet with 8 and 16")

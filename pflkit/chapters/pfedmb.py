@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
+from .. import data as _data
 from ..engine import Federation, RunConfig
 from ..methods import display_name
 from ..methods.pfedmb import BranchLayer
@@ -20,6 +21,111 @@ from ..pages import folded
 from ..verdicts import RESOLUTION, claim_row, fmt_interval, seeds_text, verdict
 
 PFEDMB = display_name("pfedmb")
+
+
+# ----------------------------------------------------------------------------- the paper profile's data and cost
+
+PAIR_DATA = "cifar10-pairs"  # the pairs of §V-B at the paper profile (the book's: the kit's fashion-mnist-pairs)
+
+
+def with_pairs(ds, name: str):
+    """``ds`` whose coarse groups are its class pairs (0, 1), (2, 3), ...: what the ``coarse`` protocol hands
+    out, two clients a pair (pFedMB §V-B)."""
+    return dataclasses.replace(
+        ds, name=name, coarse_of_class=[c // 2 for c in range(ds.n_classes)],
+        coarse_names=[f"pair {p}" for p in range(ds.n_classes // 2)],
+    )  # fmt: skip
+
+
+@_data.register(
+    PAIR_DATA,
+    "CIFAR-10 whose coarse groups are the class pairs (0, 1), ..., (8, 9) (pFedMB §V-B's pairs setting)",
+    lambda root: _data.available_offline("cifar10", root),
+)
+def load_cifar10_pairs(root=None, download: bool = False):
+    """The same images as CIFAR-10; only the grouping the ``coarse`` protocol hands out changes."""
+    return with_pairs(_data.load_cifar10(root, download), PAIR_DATA)
+
+
+TRAIN_SIZE = {"cifar10": 50_000, "cifar100": 50_000, "fashion-mnist": 60_000}  # the official training sets
+
+
+def run_steps(p: dict, dataset: str, clients: int, rate: float, rounds: int, *, evals: int, mb: bool) -> int:
+    """Optimiser steps (batches) of one run at the parameters ``p``: every round, ``rate`` of the ``clients``
+    train E = ``p["EPOCHS"]`` epochs (pFedMB: E on α, then E on the branches) on their share of the training
+    images the validation split leaves; at each of the ``evals`` evaluations every client fine-tunes E epochs."""
+    images = TRAIN_SIZE[dataset] * p["DATA_FRACTION"] * (1 - p["VAL_FRACTION"]) / clients
+    batches = -(-int(round(images)) // p["BATCH"]) * p["EPOCHS"]
+    return rounds * max(1, round(clients * rate)) * batches * (2 if mb else 1) + evals * clients * batches
+
+
+def pilot_configs(p: dict, methods: int) -> tuple[int, int]:
+    """The configs a validation pilot (:func:`pflkit.chapters.pfedmb_sections.pilot_tuner`) runs on each pilot
+    seed, every grid extended ``EXTEND`` times, as (pFedMB's, the other methods'): pFedMB's η_α with and
+    without momentum, FedAMP's σ (with ``methods`` > 2, Table II's pilots), then the learning rate of pFedMB at
+    two initial scales and of ``methods`` other methods; an upper bound (a stage-2 config equal to a stage-1
+    one is one run)."""
+    ext, lr = p["EXTEND"], len(p["LR_GRID"]) + p["EXTEND"]
+    alpha = sum(len(v) + ext for v in p["ALPHA_LR_GRID"].values())
+    sigma = len(p["SIGMA_GRID"]) + ext if methods > 2 else 0
+    return alpha + 2 * lr, sigma + methods * lr
+
+
+def paper_cost(p: dict) -> dict:
+    """The paper profile's runs and optimiser steps, from the parameters cell's values ``p`` at `paper`: the
+    pairs (pilot, six arms at the seed cap), every Table II setting (pilot; pFedMB at each B and the eight
+    other methods at TABLE2_RUN seeds; in a headline setting the eq. 6 control), Figure 5's setting (its B
+    grid, with its own pilot where Table II does not run it).  An upper bound: every arm at its seed cap,
+    every grid extended once."""
+    from ..verdicts import SEED_CAP
+
+    pilot_seeds, cap = len(p["PILOT_SEEDS"]), max(p["TABLE2_RUN"], len(p["SEEDS"]))
+    parts: dict[str, list[int]] = {}  # part -> [runs, steps]
+
+    def add(n_runs, each, part="pairs"):
+        counted = parts.setdefault(part, [0, 0])
+        counted[0] += n_runs
+        counted[1] += n_runs * each
+
+    # the pairs: pilot (Local, FedAvg, pFedMB); eq. 5 and eq. 6 at two scales, FedAvg, Local to the seed plan
+    n, r = p["PAIR_CLIENTS"], p["PAIR_PILOT_ROUNDS"]
+    mb, other = pilot_configs(p, 2)
+    for k, is_mb in ((mb, True), (other, False)):
+        add(k * pilot_seeds, run_steps(p, p["DATASETS"][0], n, 1.0, r, evals=2, mb=is_mb))
+    pair_cap = max(SEED_CAP, len(p["SEEDS"]))
+    add(6 * pair_cap, run_steps(p, p["DATASETS"][0], n, 1.0, p["PAIR_ROUNDS"], evals=p["PAIR_ROUNDS"], mb=True))
+    settings = list(dict.fromkeys([*p["TABLE2_SETTINGS"], p["FIG5_SETTING"]]))
+    for name in settings:
+        clients = int(name.split(" / ")[1].split()[0])
+        rate = dict(p["CLIENT_SETUPS"])[clients]
+        data = (
+            p["DATASETS"][0] if name.startswith(("random 2 ", "Dirichlet")) else p["DATASETS"][-1]
+        )  # CIFAR-100: random K
+        visits = p["DIRICHLET_VISITS"] if name.startswith("Dirichlet") else p["VISITS"]
+        in_t2 = name in p["TABLE2_SETTINGS"]
+        methods = 8 if in_t2 else 2
+        pilot_rounds = round(p["PILOT_VISITS"] / rate)
+        for k, is_mb in zip(pilot_configs(p, methods), (True, False)):
+            add(k * pilot_seeds, run_steps(p, data, clients, rate, pilot_rounds, evals=2, mb=is_mb), name)
+        rounds = round((visits if in_t2 else p["FIG5_VISITS"]) / rate)
+        branches = len(p["FIG5_BRANCHES"] if name == p["FIG5_SETTING"] else p["BRANCH_CHOICES"])
+        headline = in_t2 and not name.startswith("random 2 ")
+        mb_runs = (branches + (1 if headline else 0)) * cap  # pFedMB at each B; the eq. 6 control
+        add(mb_runs, run_steps(p, data, clients, rate, rounds, evals=2, mb=True), name)
+        probed = 2 if in_t2 else 0  # FedAMP and IFCA, evaluated AMP_EVALS and IFCA_EVALS times
+        add((methods - probed) * cap, run_steps(p, data, clients, rate, rounds, evals=2, mb=False), name)
+        for evals in (p["AMP_EVALS"], p["IFCA_EVALS"])[:probed]:
+            add(cap, run_steps(p, data, clients, rate, rounds, evals=evals, mb=False), name)
+    return {
+        "runs": sum(r for r, _ in parts.values()), "steps": sum(n for _, n in parts.values()),
+        "datasets": list(p["DATASETS"]), "by_part": {k: tuple(v) for k, v in parts.items()},
+        "clients": sorted({n for n, _ in p["CLIENT_SETUPS"]} | {p["PAIR_CLIENTS"]}),
+        "rounds": {"pairs": p["PAIR_ROUNDS"], "Table II, visits a client": p["VISITS"]},
+        "seeds": {"pilot": pilot_seeds, "cap": cap, "pairs cap": pair_cap},
+        "note": "the pairs, Table II's six settings and Figure 5: pilots on their grids (each extended once), every "
+        "arm at its seed cap; pFedMB's rounds count E epochs on α and E on the branches, evaluations E fine-tuning "
+        "epochs a client",
+    }  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- arms and configs
@@ -50,9 +156,10 @@ def mb_label(b: int) -> str:
 def setting_base(setting_cfg: dict, visits: int, train: dict) -> RunConfig:
     """The config of one Table II setting (its partition options ``setting_cfg``, the training
     options ``train``) with every client visited ``visits`` times on average: visits ÷ the share
-    of clients taking part in a round, in rounds."""
+    of clients taking part in a round, in rounds.  The setting's own dataset (``setting_cfg["dataset"]``),
+    where it names one, replaces ``train``'s."""
     rounds = int(round(visits / setting_cfg["sample_rate"]))
-    return RunConfig(rounds=rounds, eval_every=eval_every(rounds), **setting_cfg, **train)
+    return RunConfig(rounds=rounds, eval_every=eval_every(rounds), **{**train, **setting_cfg})
 
 
 def setting_arms(

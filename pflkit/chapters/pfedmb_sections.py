@@ -44,6 +44,7 @@ from ..verdicts import RESOLUTION, claim_row, fmt_interval, seeds_text, verdict,
 from .pfedmb import (
     PFEDMB,
     PROSE_NAMES,
+    TRAIN_SIZE,
     Compact,
     alpha_follows_data,
     amp_probe,
@@ -107,6 +108,8 @@ class Params:
     and ``options``.  Table II's settings and the B each one chooses among follow from them."""
 
     profile: str
+    datasets: list  # Table II's CIFAR-10 settings (and the pairs) read the first, its CIFAR-100 setting the last
+    val_fraction: float
     seeds: list
     pilot_seeds: list
     data_fraction: float
@@ -154,21 +157,25 @@ class Params:
     @property
     def settings(self) -> dict[str, dict]:
         """Table II's six settings (two per kind of split, one per federation size of
-        ``client_setups``): each one's partition options and the paper's (dataset, setting) it stands for."""
+        ``client_setups``): each one's dataset and partition options and the paper's (dataset, setting) it
+        stands for: the paper's CIFAR-10 settings read ``datasets[0]``, its CIFAR-100 setting ``datasets[-1]``."""
         out = {}
+        d10, d100 = self.datasets[0], self.datasets[-1]
         for n, rate in self.client_setups:
             out[f"random 2 classes / {n} clients"] = dict(
-                cfg=dict(partition="pathological-equal", clients=n, sample_rate=rate, classes_per_client=2),
+                cfg=dict(
+                    dataset=d10, partition="pathological-equal", clients=n, sample_rate=rate, classes_per_client=2
+                ),
                 paper=("CIFAR10", f"random 2 classes / {n} clients"),
             )
             out[f"Dirichlet 0.4 / {n} clients"] = dict(
-                cfg=dict(partition="dirichlet", clients=n, sample_rate=rate, alpha=0.4),
+                cfg=dict(dataset=d10, partition="dirichlet", clients=n, sample_rate=rate, alpha=0.4),
                 paper=("CIFAR10", f"Dirichlet 0.4 / {n} clients"),
             )
             out[f"random {self.k_classes} classes / {n} clients"] = dict(
                 cfg=dict(
-                    partition="pathological", clients=n, sample_rate=rate, classes_per_client=self.k_classes,
-                    shares=(0.3, 0.7),
+                    dataset=d100, partition="pathological", clients=n, sample_rate=rate,
+                    classes_per_client=self.k_classes, shares=(0.3, 0.7),
                 ),
                 paper=("CIFAR100", f"random 20 classes with different size / {n} clients"),
             )  # fmt: skip
@@ -178,7 +185,7 @@ class Params:
     def headline(self) -> list[str]:
         """Table II's headline settings, fixed in advance by name: every setting run but random 2 classes,
         which comes close to saturating on Fashion-MNIST (the check under Table II shows it)."""
-        return [n for n in self.table2_settings if not n.startswith("random 2")]
+        return [n for n in self.table2_settings if not n.startswith("random 2 ")]
 
     def choices_of(self, name: str) -> list[int]:
         """The numbers of branches validation chooses among in setting ``name``: Figure 5's setting sweeps
@@ -784,7 +791,7 @@ def table2_plan(P: Params, pilot_runs, *, arms: Table2Arms, paper: PaperTable2) 
             [(1, chosen.arm_of(n, PFEDMB), arm(n, rival[n]))],
             P.margin if comparable else None,
         )
-    for n in [n for n in P.table2_settings if n.startswith("random 2")]:
+    for n in [n for n in P.table2_settings if n.startswith("random 2 ")]:
         claims[f"{n}: {fed_rival[n]} − pFedMB"] = ([(1, arm(n, fed_rival[n]), chosen.arm_of(n, PFEDMB))], P.margin)
     for k, _ in P.client_setups:
         simple = f"random 2 classes / {k} clients"
@@ -1056,7 +1063,7 @@ def table2_claims(
                 note=amp_note(P.headline) if balanced_rival == "FedAMP" else "",
             )
         )
-    for name in [n for n in P.table2_settings if n.startswith("random 2")]:
+    for name in [n for n in P.table2_settings if n.startswith("random 2 ")]:
         fed_rival = plan.fed_rival[name]
         t2_rows.append(
             equivalence(
@@ -1224,7 +1231,9 @@ def fig5_claims(
             "Table III: a dataset with many classes (CIFAR-100) needs fewer branches than one with few (CIFAR-10)",
             verdict([]),
             paper="B = 3 (CIFAR-100) vs 6–10 (CIFAR-10)",
-            ours=f"not testable: Fashion-MNIST has {n_classes} classes",
+            ours=f"not testable: Fashion-MNIST has {n_classes} classes"
+            if len(set(P.datasets)) == 1
+            else "not judged: Table III lists the B validation chose per setting; no paired rule compares B across datasets",
         )
     )
     display(Markdown(claim_bullets(rows)))
@@ -1909,6 +1918,13 @@ def deviations_table(P: Params, pilots: dict[str, Pilot]) -> None:
     )
 
 
+DATA_NAMES = {
+    "fashion-mnist": "Fashion-MNIST",
+    "cifar10": "CIFAR-10",
+    "cifar100": "CIFAR-100",
+}  # as the prose writes them
+
+
 def glue_texts(P: Params, runs, *, paper: PaperTable2, cap_text: str, paper_peak: int) -> None:
     """The values and sentences the chapter's markdown reads by name (glue), and the setup card: from the
     parameters, Table II's ``runs``, the ``paper``'s Table II, the seed cap's sentence (``cap_text``) and
@@ -1931,7 +1947,8 @@ def glue_texts(P: Params, runs, *, paper: PaperTable2, cap_text: str, paper_peak
         return "all in every round" if rate >= 1 else f"{100 * rate:g} % per round"
 
     fig5_cfg = P.settings[P.fig5_setting]["cfg"]
-    r2_run = [n for n in P.table2_settings if n.startswith("random 2")]
+    n_train = f"{TRAIN_SIZE.get(P.datasets[0], 60_000):,}".replace(",", " ")  # the official training set
+    r2_run = [n for n in P.table2_settings if n.startswith("random 2 ")]
     resolved = {
         m: get_method(m).resolve_options(P.options.get(m, {})) for m in ("pfedme", "fedfomo", "fedamp", "fedprox")
     }
@@ -1940,9 +1957,12 @@ def glue_texts(P: Params, runs, *, paper: PaperTable2, cap_text: str, paper_peak
         if set(P.table2_settings) == set(P.settings)
         else f"every table and figure, Table II in {len(P.table2_settings)} of its {len(P.settings)} settings"
     ) + f" and Figure 5 in {P.fig5_setting} (the paper: {PAPER_FIG5[1]})"
-    deviations = [
-        f"Fashion-MNIST instead of CIFAR-10/100 (random {P.k_classes} classes for the paper's random 20 of CIFAR-100)"
-    ]
+    deviations = (
+        [f"Fashion-MNIST instead of CIFAR-10/100 (random {P.k_classes} classes for the paper's random 20 of CIFAR-100)"]
+        if P.datasets[0] == "fashion-mnist"
+        else [f"{P.datasets[0]} and {P.datasets[-1]} as in the paper, the kit's LeNet with {P.width} and "
+              f"{2 * int(P.width)} filters (the paper's: 6 and 16)"]
+    )  # fmt: skip
     if P.epochs != P.paper_epochs:
         deviations.append(
             f"E = {P.epochs} local epoch{'s' if P.epochs != 1 else ''} (the paper: {P.paper_epochs}), also in fine-tuning"
@@ -1951,6 +1971,7 @@ def glue_texts(P: Params, runs, *, paper: PaperTable2, cap_text: str, paper_peak
     glue_values({
         "RAN_TEXT": ran,
         "DEVIATIONS_TEXT": "; ".join(deviations) + ".",
+        "DATA_TEXT": " and ".join(DATA_NAMES.get(d, d) for d in dict.fromkeys(P.datasets)),
         "E_TEXT": (f"E = {P.epochs} local epoch{'s' if P.epochs != 1 else ''} at this profile, against the paper's "
                    f"{P.paper_epochs} (§V-A)." if P.epochs != P.paper_epochs else f"E = {P.epochs} local epochs, as in the paper (§V-A)."),
         "PAIR_GROUPS": P.pair_clients // 2,
@@ -1973,7 +1994,8 @@ def glue_texts(P: Params, runs, *, paper: PaperTable2, cap_text: str, paper_peak
         "PAPER_LOCAL_R2_50": f"{paper.col(f'random 2 classes / {P.client_setups[-1][0]} clients')['Local']:.2f}",
         "PAPER_PEAK": paper_peak,
         "WIDTH_TEXT": f"{P.width} and {2 * int(P.width)}",
-        "TRAIN_IMAGES_TEXT": f"{P.train_images} (a {P.data_fraction:g} share of the 60 000)" if P.train_images else "all 60 000",
+        "TRAIN_IMAGES_TEXT": f"{P.train_images} (a {P.data_fraction:g} share of the {n_train})" if P.train_images
+        else f"all {n_train}",
         "TEST_TEXT": "The whole test set is used." if P.test_images is None
         else f"{P.test_images} of the 10 000 test images are used at this profile.",
         "CLIENT_SETUPS_TEXT": "; ".join(f"{n} clients, {share(r)}" for n, r in P.client_setups),
