@@ -3,6 +3,8 @@ two engines ran the same experiment."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 
@@ -68,13 +70,14 @@ def room(ours: pd.Series, pub: dict, personal: list[str], ceiling: float, satura
     (``ours``: mean accuracy per arm) and PFLlib's (``pub``), whether PFLlib's best lies within
     ``ceiling`` points of 100 % and why ours is saturated ("no" when it is not)."""
     best = ours[personal].idxmax()
-    best_pub = max((m for m in personal if m in pub), key=pub.get)
+    best_pub = max((m for m in personal if m in pub), key=pub.get, default=None)  # None: PFLlib has no such setting
+    near = "yes" if best_pub and 100 - pub[best_pub] < ceiling else "no"
     return {
         "ours: strongest personalized": f"{ours[best]:.1f} ({best})",
         "ours: FedAvg": f"{ours['FedAvg']:.1f}",
-        "PFLlib: strongest personalized": f"{pub[best_pub]:.1f} ({best_pub})",
-        "PFLlib: FedAvg": f"{pub['FedAvg']:.1f}",
-        f"PFLlib within {ceiling:g} points of 100 %": "yes" if 100 - pub[best_pub] < ceiling else "no",
+        "PFLlib: strongest personalized": f"{pub[best_pub]:.1f} ({best_pub})" if best_pub else "—",
+        "PFLlib: FedAvg": f"{pub['FedAvg']:.1f}" if "FedAvg" in pub else "—",
+        f"PFLlib within {ceiling:g} points of 100 %": "—" if best_pub is None else near,
         "saturated (ours)": saturated or "no",
     }
 
@@ -103,9 +106,11 @@ def plain(row: dict) -> str:
 
 
 def claim_rows(specs: dict, results: dict, pfllib: dict, kt: dict, plan: pd.DataFrame, *, n_clients: int,
-               resolution: float) -> tuple[list[dict], dict]:  # fmt: skip
+               resolution: float, where: dict[str, str] | None = None) -> tuple[list[dict], dict]:  # fmt: skip
     """The page's claims, each an arm against FedAvg's global model (``specs``: per setting, claim →
-    (arm, margin); a margin makes it a no-difference claim), judged on ``results`` with the seed ``plan``.
+    (arm, margin); a margin makes it a no-difference claim), judged on ``results`` with the seed ``plan``;
+    ``pfllib`` and ``kt``: per setting, the published accuracies (method → %) of PFLlib and of KT-pFL's
+    Table 2; ``where``: per setting, how a lead claim names it (default "FMNIST <setting>").
 
     Where a setting has FedAvg + FT, its claim is the mechanism every personalized arm relies on
     (adapting to a client's own data pays off), checked against FedAvg's global model as it is, and the
@@ -119,8 +124,9 @@ def claim_rows(specs: dict, results: dict, pfllib: dict, kt: dict, plan: pd.Data
         ft = next((t for t, (m, _) in spec.items() if m == "FedAvg + FT"), None)
         mech = None
         if ft:
-            gap = paper_gap(kt, "FedAvg + FT", "FedAvg")
-            row = claim(ft, results[s], "FedAvg + FT", "FedAvg", paper=f"{gap:+.1f} (KT-pFL Table 2)",
+            gap = paper_gap(kt[s], "FedAvg + FT", "FedAvg")
+            paper = "(not reported)" if gap is None else f"{gap:+.1f} (KT-pFL Table 2)"
+            row = claim(ft, results[s], "FedAvg + FT", "FedAvg", paper=paper,
                         resolution=resolution, saturated=sat, plan=plan)  # fmt: skip
             mech = mechanism(f"Mechanism ({s}): adapting to a client's own data acts (FedAvg + FT beats FedAvg)",
                              row["_v"], row["paper"], control="FedAvg's global model without the fine-tuning",
@@ -136,12 +142,13 @@ def claim_rows(specs: dict, results: dict, pfllib: dict, kt: dict, plan: pd.Data
                               plan=plan, mechanism=mech if mg is None else None))  # fmt: skip
     head = next((s for s in specs if not saturation(results[s], m=resolution)), None)
     if head:
-        mech_row = next((r for r in rows if r["kind"] == "mechanism"), None)
+        mech_row = mechs.get(head) or next((r for r in rows if r["kind"] == "mechanism"), None)
         why = f"fine-tuning FedAvg locally gains {mech_row['ours (a − b, 95 % CI)'].split(' [')[0]}" if mech_row else ""
         res = results[head]
         rounds = {a: res[a, res.seeds[0]]["config"]["rounds"] for a in res.arms}
+        name = (where or {}).get(head, f"FMNIST {head}")
         mark_leads(rows, [(t, f"{m} beats FedAvg's global model",
-                           f"FMNIST {head}, {n_clients} clients, {rounds[m]} rounds (FedAvg {rounds['FedAvg']})", why)
+                           f"{name}, {n_clients} clients, {rounds[m]} rounds (FedAvg {rounds['FedAvg']})", why)
                           for t, (m, mg) in specs[head].items() if mg is None and m != "FedAvg + FT"])  # fmt: skip
     return rows, mechs
 
@@ -202,3 +209,123 @@ def ran_on_text(budgets: dict[str, pd.DataFrame], rounds: int, notes: str = "bas
     ran_on = {s: b[b.budget != "1×"] for s, b in budgets.items()}
     return " ".join(f"In the {s} setting {prose(list(b.index))} ran on past {rounds} rounds (budgets in the "
                     f"[laboratory notes]({notes}))." for s, b in ran_on.items() if len(b))  # fmt: skip
+
+
+# ---- the datasets of the headline section (one at `book`; the paper profile's list at `paper`) ----
+
+DATA_NAMES = {"fashion-mnist": "Fashion-MNIST", "cifar10": "CIFAR-10"}  # as the page names them
+# each dataset as the published tables name it: PFLlib's leaderboard, KT-pFL's Table 2
+PUBLISHED_NAMES = {"fashion-mnist": {"pfllib": "FMNIST", "ktpfl": "Fashion_MNIST"}, "cifar10": {"ktpfl": "CIFAR-10"}}
+KT_NAMES = {"Fedavg": "FedAvg", "Per-Fedavg": "Per-FedAvg", "Fedavg-Local FT": "FedAvg + FT"}  # as KT-pFL prints them
+
+
+def settings_for(datasets: list[str], alpha: float) -> dict[str, dict]:
+    """The headline settings, label → RunConfig fields (dataset, partition and its options): the
+    pathological split and a Dirichlet(``alpha``) split on each dataset.  With one dataset a label is
+    the split alone ("pathological"); with several it names the dataset ("pathological on CIFAR-10")."""
+    splits = {
+        "pathological": dict(partition="pathological", classes_per_client=2, shares=(0.4, 0.6)),
+        f"dirichlet({alpha})": dict(partition="dirichlet", alpha=alpha),
+    }
+    several = len(datasets) > 1
+    return {(f"{s} on {DATA_NAMES.get(d, d)}" if several else s): dict(dataset=d, **kw)
+            for d in datasets for s, kw in splits.items()}  # fmt: skip
+
+
+def published_by_setting(pfllib: pd.DataFrame, ktpfl: pd.DataFrame, settings: dict[str, dict]) -> tuple[dict, dict]:
+    """Per setting label, the published accuracies on its dataset and split: PFLlib's leaderboard
+    (method → %; empty where PFLlib reports no such dataset) and KT-pFL's Table 2 at 20 clients
+    (all labels in different counts; method → %, in the kit's method names; empty where absent)."""
+    pf, kt = {}, {}
+    for label, kw in settings.items():
+        names = PUBLISHED_NAMES.get(kw["dataset"], {})
+        rows = pfllib[pfllib.dataset == names.get("pfllib")]
+        pf[label] = published(rows, "pathological" if kw["partition"] == "pathological" else "Dirichlet")
+        k = ktpfl[(ktpfl.table == "Table 2") & (ktpfl.dataset == names.get("ktpfl"))
+                  & ktpfl.setting.str.startswith("20 clients")]  # fmt: skip
+        kt[label] = {KT_NAMES.get(m, m): v for m, v in zip(k.method, k.value)}
+    return pf, kt
+
+
+def kt_note(kt: dict[str, float], dataset: str, personal: list[str]) -> str:
+    """KT-pFL's Table 2 on ``dataset`` in one sentence: its strongest personalized baseline and FedAvg
+    ("" when the table has no such dataset)."""
+    if "FedAvg" not in kt:
+        return ""
+    best = max((m for m in personal if m in kt), key=kt.get)
+    return (f"KT-pFL's Table 2 ({DATA_NAMES.get(dataset, dataset)}, 20 clients holding all labels in different "
+            f"counts): strongest personalized {kt[best]:.1f} % ({best}), FedAvg {kt['FedAvg']:.1f} %.")  # fmt: skip
+
+
+# ---- the paper profile's cost ----
+
+TRAIN_SIZE = {"fashion-mnist": 60_000, "mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000}  # official training sets
+
+
+def steps_a_round(dataset: str, clients: int, *, batch_size: int, local_steps: int | None = None,
+                  train_images: int | None = None, val_fraction: float = 0.1) -> int:  # fmt: skip
+    """Optimiser steps (batches) of one round in which every one of ``clients`` trains: ``local_steps``
+    each, or one epoch of its training images (the training set, or ``train_images`` of it, less the
+    ``val_fraction`` held out, shared equally) in batches of ``batch_size``."""
+    if local_steps:
+        return clients * local_steps
+    per_client = (train_images or TRAIN_SIZE[dataset]) * (1 - val_fraction) / clients
+    return clients * math.ceil(per_client / batch_size)
+
+
+def paper_cost(p: dict) -> dict:
+    """The runs of the chapter at the profile whose parameters cell set ``p`` and their optimiser steps:
+    the headline settings (two splits a dataset), every method at the seed cap (an upper bound: the
+    seed plan asks for fewer where the pilot seeds decide); the doublings of a still-rising lead arm up
+    to ``EXTEND_CAP``; the learning-rate pilot unless it is the seed-0 run itself (one rate, the runs'
+    rounds); the two runs of the Flower section (the kit's defaults, first dataset)."""
+    from ..federation import RunConfig
+
+    batch = p.get("BATCH_SIZE") or RunConfig.batch_size
+    datasets, settings = p["DATASETS"], settings_for(p["DATASETS"], p["DIRICHLET_ALPHA"])
+    n, rounds, cap = len(p["METHODS"]), p["ROUNDS"], p["SEED_CAP"]
+    extend = [f for f in (2**k for k in range(1, 16)) if f <= p["EXTEND_CAP"]]
+    pilot_free = len(p["LR_GRID"]) == 1 and p["PILOT_ROUNDS"] == rounds and set(p["PILOT_SEEDS"]) <= set(p["SEEDS"])
+    runs = steps = 0
+    per_run = {}
+    for s, kw in settings.items():
+        a_round = steps_a_round(kw["dataset"], p["N_CLIENTS"], batch_size=batch, local_steps=p["LOCAL_STEPS"],
+                                train_images=p["TRAIN_IMAGES"])  # fmt: skip
+        per_run[kw["dataset"]] = rounds * a_round
+        leads = 1 + sum(mg is None for _, mg in claim_specs(s, p["FEDPROX_MARGIN"]).values())  # FedAvg too
+        runs += n * cap + leads * cap * len(extend)
+        steps += n * cap * rounds * a_round + leads * cap * sum(extend) * rounds * a_round
+        if not pilot_free:
+            pilots = n * len(p["LR_GRID"]) * len(p["PILOT_SEEDS"])
+            runs, steps = runs + pilots, steps + pilots * p["PILOT_ROUNDS"] * a_round
+    flower = p["FLOWER_ROUNDS"] * steps_a_round(datasets[0], p["FLOWER_CLIENTS"], batch_size=RunConfig.batch_size,
+                                                local_steps=p["LOCAL_STEPS"], train_images=p["TRAIN_IMAGES"])  # fmt: skip
+    return {
+        "runs": runs + 2, "steps": steps + 2 * flower, "datasets": list(datasets), "clients": p["N_CLIENTS"],
+        "rounds": rounds, "seeds": cap, "steps_per_run": per_run,
+        "note": "two splits a dataset, every method at the seed cap, nominal local steps (one epoch a round; a "
+                "method's extra inner or fine-tuning steps not counted); the pilot only where it is not the seed-0 "
+                "run itself; the two runs on Flower",
+    }  # fmt: skip
+
+
+MODEL_TEXT = {
+    "lenet": "LeNet (two convolutions of 16 and 32 filters, 120–84–10)",
+    "fedavg-cnn": "the 4-layer CNN of McMahan et al. (`fedavg-cnn`)",
+}  # the setup card's model row; fmt: skip
+
+
+def training_text(rounds: int, local_steps: int | None, extend_cap: int, lr_grid: list[float],
+                  batch_size: int | None = None, momentum: float | None = None) -> str:  # fmt: skip
+    """The setup card's training row: the rounds and local work, the running on of a still-rising
+    headline arm (where ``extend_cap`` allows it), the learning rate (tuned on a grid of several, else the
+    one rate), and the batch and momentum where the profile sets them (None: the kit's defaults)."""
+    text = f"{rounds} rounds of {'one local epoch' if local_steps is None else f'{local_steps} local steps'}"
+    if extend_cap > 1:
+        text += f"; a headline arm still improving runs on, to {extend_cap}×"
+    text += "; learning rate tuned per method on validation" if len(lr_grid) > 1 else f"; learning rate {lr_grid[0]:g}"
+    if batch_size:
+        text += f", batch {batch_size}"
+    if momentum == 0:
+        text += ", plain SGD (no momentum)"
+    return text
