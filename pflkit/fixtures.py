@@ -1,6 +1,6 @@
 """Small stand-ins for the papers' datasets, written in each dataset's real on-disk format.
 
-The `paper` profile's dry run (``tools/paper_dry_run.py``, part of ``make test``) executes every
+The `paper` profile's dry run (``make paper-dry``: ``tests/test_notebooks.py``, marker ``paper_dry``) executes every
 chapter on these files: the shapes, channels and class counts of CIFAR-10/100, EMNIST, FEMNIST and
 FedCelebA (LEAF's users), MNIST, Fashion-MNIST and Omniglot, with random pixels and a handful of
 images per class, so that a change that breaks the paper profile (a model that does not take

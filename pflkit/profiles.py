@@ -33,7 +33,7 @@ def pick(smoke, book, paper, profile: str | None = None):
 
 
 def dry() -> bool:
-    """``PFLBOOK_DRY=1``: the `paper` profile's dry run (``make test`` runs it on fixture data, see
+    """``PFLBOOK_DRY=1``: the `paper` profile's dry run (``make paper-dry`` runs it on fixture data, see
     :mod:`pflkit.fixtures`): the paper's datasets, models, partitions and client counts, every budget
     cut to smoke's (:func:`budget`), on the CPU."""
     return os.environ.get("PFLBOOK_DRY", "0").strip() not in ("", "0")

@@ -75,6 +75,7 @@ def paper_data(tmp_path_factory) -> Path:
 
 
 @pytest.mark.notebooks
+@pytest.mark.paper_dry
 @pytest.mark.parametrize("nb", BY_CHAPTER)
 def test_chapter_executes_at_the_paper_profile_dry(nb, paper_data, tmp_path, monkeypatch):
     """The paper profile's dry run: the chapter at `paper` (the papers' datasets, models, partitions and
