@@ -230,9 +230,14 @@ def load_fashion_mnist(root=None, download: bool = False) -> FedDataset:
 )
 def load_fashion_mnist_pairs(root=None, download: bool = False) -> FedDataset:
     """The same images as Fashion-MNIST; only the grouping the ``coarse`` protocol hands out changes."""
-    ds = load_fashion_mnist(root, download)
+    return with_pairs(load_fashion_mnist(root, download), "fashion-mnist-pairs")
+
+
+def with_pairs(ds: FedDataset, name: str) -> FedDataset:
+    """``ds`` whose coarse groups are its class pairs (0, 1), (2, 3), ...: what the ``coarse`` protocol
+    hands out, two clients a pair (pFedMB §V-B)."""
     return dataclasses.replace(
-        ds, name="fashion-mnist-pairs", coarse_of_class=[c // 2 for c in range(ds.n_classes)],
+        ds, name=name, coarse_of_class=[c // 2 for c in range(ds.n_classes)],
         coarse_names=[f"pair {p}" for p in range(ds.n_classes // 2)],
     )  # fmt: skip
 
@@ -478,6 +483,16 @@ def load_cifar10(root=None, download: bool = False) -> FedDataset:
         mean=(0.4914, 0.4822, 0.4465),
         std=(0.2470, 0.2435, 0.2616),
     )
+
+
+@register(
+    "cifar10-pairs",
+    "CIFAR-10 whose coarse groups are the class pairs (0, 1), ..., (8, 9) (pFedMB §V-B's pairs setting, at paper)",
+    lambda root: _cifar_dir(root, "cifar-10-batches-py", CIFAR10_FILES) is not None,
+)
+def load_cifar10_pairs(root=None, download: bool = False) -> FedDataset:
+    """The same images as CIFAR-10; only the grouping the ``coarse`` protocol hands out changes."""
+    return with_pairs(load_cifar10(root, download), "cifar10-pairs")
 
 
 @register(

@@ -47,7 +47,6 @@ from pflkit.chapters.pfedmb import (
     t2_diffs,
     table2_probe,
     value_words,
-    with_pairs,
     worst_gap,
 )
 from pflkit.engine import Federation, run
@@ -485,7 +484,7 @@ def test_a_settings_own_dataset_replaces_the_training_options_one():
 
 
 def test_the_pairs_dataset_groups_the_classes_two_by_two():
-    ds = with_pairs(data.load_dataset("digits"), "digits-pairs")
+    ds = data.with_pairs(data.load_dataset("digits"), "digits-pairs")
     assert ds.name == "digits-pairs" and ds.coarse_of_class == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert ds.coarse_names == [f"pair {p}" for p in range(5)] and len(ds.y_train) > 0
     assert PAIR_DATA == "cifar10-pairs" and PAIR_DATA in data.dataset_names()

@@ -13,7 +13,6 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
-from .. import data as _data
 from ..engine import Federation, RunConfig
 from ..methods import display_name
 from ..methods.pfedmb import BranchLayer
@@ -26,25 +25,6 @@ PFEDMB = display_name("pfedmb")
 # ----------------------------------------------------------------------------- the paper profile's data and cost
 
 PAIR_DATA = "cifar10-pairs"  # the pairs of §V-B at the paper profile (the book's: the kit's fashion-mnist-pairs)
-
-
-def with_pairs(ds, name: str):
-    """``ds`` whose coarse groups are its class pairs (0, 1), (2, 3), ...: what the ``coarse`` protocol hands
-    out, two clients a pair (pFedMB §V-B)."""
-    return dataclasses.replace(
-        ds, name=name, coarse_of_class=[c // 2 for c in range(ds.n_classes)],
-        coarse_names=[f"pair {p}" for p in range(ds.n_classes // 2)],
-    )  # fmt: skip
-
-
-@_data.register(
-    PAIR_DATA,
-    "CIFAR-10 whose coarse groups are the class pairs (0, 1), ..., (8, 9) (pFedMB §V-B's pairs setting)",
-    lambda root: _data.available_offline("cifar10", root),
-)
-def load_cifar10_pairs(root=None, download: bool = False):
-    """The same images as CIFAR-10; only the grouping the ``coarse`` protocol hands out changes."""
-    return with_pairs(_data.load_cifar10(root, download), PAIR_DATA)
 
 
 TRAIN_SIZE = {"cifar10": 50_000, "cifar100": 50_000, "fashion-mnist": 60_000}  # the official training sets
