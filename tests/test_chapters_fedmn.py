@@ -908,3 +908,16 @@ def test_the_setup_card_names_every_dataset_at_the_paper_profile(monkeypatch):
     assert "CIFAR10 mobilenet_v2, FedMN [2×2×2]" in rows["Model"] and "batch 128" in rows["Training"]
     book = dict((what, ours) for what, ours, _ in setup_rows(parameters("fedmn", "book")))
     assert book["Data"] == "Fashion-MNIST, 12,000 training and 4,000 test images"
+
+
+def test_sizes_are_counted_on_the_configs_own_images_and_classes():
+    from pflkit.chapters.fedmn import config_factory, model_sizes, shape_of
+    from pflkit.models import build_model, n_params
+
+    config = config_factory({"fedmn": {"arch": "2,2,2"}}, rounds=2, evals=1, dataset="digits", model="mlp")
+    assert shape_of(config("fedmn")) == ((1, 8, 8), 10)
+    sizes = model_sizes(config("fedmn"))
+    assert (
+        sizes["model"] == n_params(build_model("mlp", (1, 8, 8), 10)) != n_params(build_model("mlp", (1, 28, 28), 10))
+    )
+    assert sizes["FedMN"] > sizes["router"] > 0

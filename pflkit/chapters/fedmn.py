@@ -23,8 +23,19 @@ from ..models import build_model
 from ..verdicts import seeds_text
 
 
-def modular_net(cfg, shape=(1, 28, 28), classes: int = 10):
-    """FedMN's network for a config, as its clients build it (no run): for parameter counts."""
+def shape_of(cfg) -> tuple[tuple, int]:
+    """A config's dataset's image shape and class count (Fashion-MNIST's: (1, 28, 28) and 10)."""
+    from ..federation import dataset
+
+    ds = dataset(cfg.dataset)
+    return tuple(ds.input_shape), ds.n_classes
+
+
+def modular_net(cfg, shape=None, classes: int | None = None):
+    """FedMN's network for a config, as its clients build it (no run): for parameter counts; ``shape``
+    and ``classes`` default to the config's dataset's (:func:`shape_of`)."""
+    if shape is None or classes is None:
+        shape, classes = shape_of(cfg)
     return build_net(build_model(cfg.model, shape, classes), cfg, get_method("fedmn").resolve_options(cfg.options))
 
 
@@ -659,7 +670,7 @@ def model_sizes(cfg) -> dict:
     return {
         "FedMN": sum(p.numel() for n, p in net.named_parameters() if not n.startswith("pre_heads")),
         "router": sum(p.numel() for p in net.router.parameters()),
-        "model": sum(p.numel() for p in build_model(cfg.model, (1, 28, 28), 10).parameters()),
+        "model": sum(p.numel() for p in build_model(cfg.model, *shape_of(cfg)).parameters()),
     }
 
 
@@ -678,7 +689,7 @@ def whole_ratio(cfgs: list, mlps: list, rounds: int, pretrain_fraction: float) -
             size["encoders"] + size["router"] + size["blocks"]
         )
 
-    mlp = [rounds * sum(p.numel() for p in build_model(m, (1, 28, 28), 10).parameters()) for m in mlps]
+    mlp = [rounds * sum(p.numel() for p in build_model(m, *shape_of(cfgs[0])).parameters()) for m in mlps]
     return float(np.mean([all_blocks(c) for c in cfgs]) / np.mean(mlp))
 
 
