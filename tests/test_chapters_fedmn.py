@@ -730,6 +730,7 @@ def _fake_dataset(monkeypatch, users: int, train: int, test: int):
 def test_split_fields_give_fedems_split_the_writers_and_fedems_share_of_the_images(monkeypatch):
     from pflkit.chapters.fedmn import split_fields
 
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
     _fake_dataset(monkeypatch, users=24, train=1000, test=300)
     assert split_fields("cifar10", (80, 3, 1.0, "mobilenet_v2", "2,2,2"), (None, None)) == {
         "dataset": "cifar10", "model": "mobilenet_v2", "partition": "label-clusters", "label_clusters": 3,
@@ -740,6 +741,11 @@ def test_split_fields_give_fedems_split_the_writers_and_fedems_share_of_the_imag
     emnist = split_fields("emnist-byclass", (100, 62, 0.1, "fedavg-cnn", "3,3,3"), (None, None))
     assert (emnist["train_images"], emnist["test_images"], emnist["label_clusters"]) == (100, 30, 62)
     assert split_fields("emnist-byclass", (100, 62, 0.1, "fedavg-cnn", "3,3,3"), (50, 20))["train_images"] == 50
+    monkeypatch.setenv("PFLBOOK_PROFILE", "paper")
+    monkeypatch.setenv("PFLBOOK_DRY", "1")  # the dry run's fixtures: half the images a class for validation
+    assert split_fields("cifar10", (80, 3, 1.0, "lenet", "2,2,2"), (1200, 400), cap=6)["val_fraction"] == 0.5
+    monkeypatch.setenv("PFLBOOK_PROFILE", "smoke")
+    assert "val_fraction" not in split_fields("cifar10", (80, 3, 1.0, "lenet", "2,2,2"), (1200, 400))
 
 
 def test_dataset_configs_leave_the_books_run_unchanged_and_give_each_dataset_its_network():

@@ -938,11 +938,22 @@ TRAIN_SIZES = {"cifar10": 50_000, "cifar100": 50_000, "emnist-byclass": 697_932,
 LEAF_WRITERS = {"femnist": 3_500}
 
 
+DRY_VAL_FRACTION = 0.5  # the dry run's validation share (EMNIST's fixture: 6 training images a class)
+
+
+def dry_run() -> bool:
+    """The paper profile's dry run (:func:`pflkit.profiles.dry` at `paper`): fixture data."""
+    from ..profiles import current, dry
+
+    return current() == "paper" and dry()
+
+
 def split_fields(name: str, row: tuple, images: tuple, cap: int | None = None) -> dict:
     """A dataset's run fields from its parameters row ``(clients, label clusters, share of the images,
     model, arch)``: FedEM's label-cluster split with that many clusters, or with 0 the natural split (one
     client per writer, at most the dataset's writers); ``images``: stratified train / test subsets (None:
-    the share of the dataset's, FedEM's subsample); ``cap``: at most this many clients (the dry run)."""
+    the share of the dataset's, FedEM's subsample); ``cap``: at most this many clients (the dry run, whose
+    fixtures also need a larger validation share: :data:`DRY_VAL_FRACTION`)."""
     from ..federation import dataset
 
     clients, clusters, share, model, _arch = row
@@ -952,6 +963,8 @@ def split_fields(name: str, row: tuple, images: tuple, cap: int | None = None) -
     else:  # the writers themselves: a random sample of them per seed
         fields["partition"] = "natural"
         clients = min(clients, len(dataset(name).info["users"]))
+    if dry_run():  # the fixtures' few images a class: a tenth of them rounds to no validation image
+        fields["val_fraction"] = DRY_VAL_FRACTION
     train, test = images
     if share < 1 and train is None:  # FedEM's subsample of the dataset (its s_frac)
         ds = dataset(name)
