@@ -927,3 +927,13 @@ def test_sizes_are_counted_on_the_configs_own_images_and_classes():
         sizes["model"] == n_params(build_model("mlp", (1, 8, 8), 10)) != n_params(build_model("mlp", (1, 28, 28), 10))
     )
     assert sizes["FedMN"] > sizes["router"] > 0
+
+
+def test_the_swap_test_leaves_out_a_client_without_test_images():
+    cfg = tiny_config(method="fedmn", partition="label-clusters", label_clusters=2, alpha=0.4, rounds=2,
+                      options={"hidden": 16, "label_dim": 4, "arch": "2,2,2"})  # fmt: skip
+    fed = Federation.from_config(cfg)
+    fed.clients[1].test_idx = fed.clients[1].test_idx[:0]  # a client the split left without test images
+    seen = {}
+    run(cfg, fed, on_round=lambda r, row, server, clients: seen.update({r: routing_probe(r, row, server, clients)}))
+    assert len(seen[2]["swap"]) == cfg.clients - 1 and len(seen[2]["paths"]) == cfg.clients

@@ -92,8 +92,10 @@ def routing_probe(rnd, row, server, clients):
         out["paths"].append([round(v, 4) for v in model.c.tolist()])
         out["pi"].append([round(v, 4) for v in pi.tolist()])
         out["active"].append([int(a) for row_ in c.model.active(model.c) for a in row_])
-    partner = swap_partners(run_groups(server.cfg))
-    out["swap"] = [[round(a, 4), round(b, 4)] for a, b in decision_swap_accuracy(server, clients, partner).values()]
+    tested = [c for c in clients if len(c.data.test_idx)]  # a client without test images has no swap test
+    within = swap_partners(run_groups(server.cfg)[[c.cid for c in tested]])
+    partner = {c.cid: tested[within[k]].cid for k, c in enumerate(tested)}
+    out["swap"] = [[round(a, 4), round(b, 4)] for a, b in decision_swap_accuracy(server, tested, partner).values()]
     return out
 
 
