@@ -24,6 +24,7 @@ from pflkit.chapters.fedmn import (
     swap_partners,
 )
 from pflkit.engine import Federation, run
+from pflkit.errors import PflkitError
 from tests.conftest import tiny_config
 
 
@@ -686,3 +687,253 @@ def test_draw_functions_return_figures_with_their_panels_and_labels():
     assert [len(ax.get_lines()) for ax in trace.axes] == [3, 3, 3]
     for f in (fig, fig2, split, dec, trace):  # legible at the book's column
         assert shown_text_px(f) >= MIN_TEXT_PX
+
+
+# ------------------------------------------------------- the paper profile: Table II on each dataset, its cost
+
+
+def test_paper_cost_counts_table2_on_cifar10_and_the_notes_by_hand(monkeypatch):
+    from pflkit.chapters.fedmn import notes_cost, paper_cost, round_steps, table2_cost
+    from pflkit.paper import parameters
+
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    p = parameters("fedmn", "paper")
+    assert p["DATASETS"] == ["cifar10", "cifar100", "emnist-byclass", "femnist"] and p["BATCH"] == 128
+    # CIFAR-10: 80 clients of 50 000 images less 10 % validation = 562.5 each, ⌈562.5 / 128⌉ = 5 steps
+    assert round_steps("cifar10", p["SPLITS"]["cifar10"], 128) == 80 * 5
+    # pilots: 8 methods × (6 rates + 1) + the router's 6 step sizes + 1, on 3 seeds, 50 rounds; 9 arms × 10 seeds, 150 rounds
+    assert table2_cost(p, "cifar10") == (8 * 7 * 3 + 7 * 3 + 9 * 10, ((8 * 7 + 7) * 3 * 50 + 9 * 10 * 150) * 400)
+    # EMNIST: FedEM's 10 % of 697 932 images over 100 clients, less validation: 628 a client, 5 steps
+    assert round_steps("emnist-byclass", p["SPLITS"]["emnist-byclass"], 128) == 100 * 5
+    # FEMNIST: 539 of about 3 500 writers hold 124 011 images, 207 a writer after validation: 2 steps
+    assert round_steps("femnist", p["SPLITS"]["femnist"], 128) == 539 * 2
+    # the notes on CIFAR-10: 5 + 20 runs of 150 rounds, Figure 2's 126 pilot and 180 arm runs of 20 rounds, 60 departure
+    # runs of 150 rounds at 400 steps; 50 concept runs of 150 rounds, 30 iid clients of 1 500 images (12 steps each)
+    runs, steps = notes_cost(p)
+    assert runs == 5 + 20 + 126 + 180 + 60 + 50
+    assert steps == (25 * 150 + 306 * 20 + 60 * 150) * 400 + 50 * 150 * 30 * 12
+    cost = paper_cost(p)
+    assert cost["runs"] == 4 * 279 + runs and cost["steps"] == sum(table2_cost(p, d)[1] for d in p["DATASETS"]) + steps
+    assert cost["clients"] == {"cifar10": 80, "cifar100": 100, "emnist-byclass": 100, "femnist": 539}
+    assert (cost["rounds"], cost["seeds"], cost["datasets"]) == (150, 10, p["DATASETS"]) and cost["note"]
+
+
+def _fake_dataset(monkeypatch, users: int, train: int, test: int):
+    import torch
+
+    import pflkit.federation
+
+    ds = SimpleNamespace(info={"users": list(range(users))}, y_train=torch.zeros(train), y_test=torch.zeros(test))
+    monkeypatch.setattr(pflkit.federation, "dataset", lambda name, download=False: ds)
+
+
+def test_split_fields_give_fedems_split_the_writers_and_fedems_share_of_the_images(monkeypatch):
+    from pflkit.chapters.fedmn import split_fields
+
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    _fake_dataset(monkeypatch, users=24, train=1000, test=300)
+    assert split_fields("cifar10", (80, 3, 1.0, "mobilenet_v2", "2,2,2"), (None, None)) == {
+        "dataset": "cifar10", "model": "mobilenet_v2", "partition": "label-clusters", "label_clusters": 3,
+        "clients": 80, "train_images": None, "test_images": None}  # fmt: skip
+    assert split_fields("cifar10", (80, 3, 1.0, "lenet", "2,2,2"), (1200, 400), cap=6)["clients"] == 6  # the dry run
+    writers = split_fields("femnist", (539, 0, 1.0, "fedavg-cnn", "3,3,3"), (None, None))
+    assert writers["partition"] == "natural" and writers["clients"] == 24 and "label_clusters" not in writers
+    emnist = split_fields("emnist-byclass", (100, 62, 0.1, "fedavg-cnn", "3,3,3"), (None, None))
+    assert (emnist["train_images"], emnist["test_images"], emnist["label_clusters"]) == (100, 30, 62)
+    assert split_fields("emnist-byclass", (100, 62, 0.1, "fedavg-cnn", "3,3,3"), (50, 20))["train_images"] == 50
+    monkeypatch.setenv("PFLBOOK_PROFILE", "paper")
+    monkeypatch.setenv("PFLBOOK_DRY", "1")  # the dry run's fixtures: half the images a class for validation
+    assert split_fields("cifar10", (80, 3, 1.0, "lenet", "2,2,2"), (1200, 400), cap=6)["val_fraction"] == 0.5
+    monkeypatch.setenv("PFLBOOK_PROFILE", "smoke")
+    assert "val_fraction" not in split_fields("cifar10", (80, 3, 1.0, "lenet", "2,2,2"), (1200, 400))
+
+
+def test_dataset_configs_leave_the_books_run_unchanged_and_give_each_dataset_its_network():
+    from pflkit.chapters.fedmn import config_factory, dataset_configs
+
+    options = {"fedmn": {"arch": "3,3,3"}, "fedem": {"components": 3}}
+    fields = dict(rounds=60, evals=10, alpha=0.4, batch_size=32, lr=0.02, momentum=0.9)
+    book = dataset_configs(["fashion-mnist"], {"fashion-mnist": (20, 3, 1.0, "lenet", "3,3,3")}, options,
+                           images=(12000, 4000), cap=None, **fields)  # fmt: skip
+    config, opts = book["fashion-mnist"]
+    old = config_factory(options, label_clusters=3, clients=20, train_images=12000, test_images=4000, **fields)
+    assert opts is options and config("fedmn").to_dict() == old("fedmn").to_dict()  # the same store keys as before
+    assert config("fedmn").dataset == "fashion-mnist" and config("cfl").options == {"warmup": 12}
+    two = dataset_configs(["fashion-mnist", "digits"], {"fashion-mnist": (20, 3, 1.0, "lenet", "3,3,3"),
+                                                       "digits": (4, 2, 1.0, "mlp", "2,2,2")}, options,
+                          images=(None, None), cap=None, **fields)  # fmt: skip
+    config, opts = two["digits"]
+    assert opts is not options and opts["fedmn"]["arch"] == "2,2,2" and opts["fedem"]["components"] == 2
+    assert options["fedmn"]["arch"] == "3,3,3"  # the first dataset's options untouched
+    assert (config("fedmn").dataset, config("fedmn").model, config("fedmn").clients) == ("digits", "mlp", 4)
+
+
+def test_claims_of_a_later_dataset_are_named_by_it_and_the_paper_column_is_its_own():
+    from pflkit.chapters.fedmn import on_dataset, pub_for
+
+    rows = [{"claim": "Table II: FedMN beats X", "v": 1}, {"claim": "ours: routing beats Y"}, {"claim": "other"}]
+    named = on_dataset(rows, "cifar100")
+    assert [r["claim"] for r in named] == [
+        "Table II on CIFAR100: FedMN beats X",
+        "ours, CIFAR100: routing beats Y",
+        "other",
+    ]
+    assert named[0]["v"] == 1 and rows[0]["claim"] == "Table II: FedMN beats X"  # a copy
+    pub = pd.DataFrame({"CIFAR10": [1.0], "EMNIST": [2.0]}, index=["FedMN"])
+    assert list(pub_for(pub, "emnist-byclass").columns) == ["EMNIST"]
+    assert list(pub_for(pub, "fashion-mnist").columns) == ["CIFAR10", "EMNIST"]  # the book: beside all of them
+
+
+def test_table2_claims_on_pass_each_dataset_its_column_and_name_the_later_ones(monkeypatch):
+    import pflkit.chapters.fedmn as ch
+
+    seen = []
+
+    def fake_claims(result, pub, paper_row, best, best_other, swap, **kw):
+        seen.append((result, list(pub.columns), best, kw["plan"]))
+        return [{"claim": f"Table II: FedMN beats {best}"}]
+
+    monkeypatch.setattr(ch, "table2_claims", fake_claims)
+    monkeypatch.setattr(ch, "swap_gain", lambda result, arm, rounds: pd.Series(dtype=float))
+    runs = {d: SimpleNamespace(t2=d, best="FedEM", best_other="FedAvg", plan="plan") for d in ("cifar10", "femnist")}
+    v = {"PAPER_ROW": {}, "ROUNDS": 5, "NO_ROUTE": "flat", "SWAP": "swap", "RESOLUTION": 1.0}
+    pub = pd.DataFrame({"CIFAR10": [1.0], "FEMNIST": [2.0]}, index=["FedMN"])
+    out = ch.table2_claims_on(runs, pub, v)
+    assert seen == [("cifar10", ["CIFAR10"], "FedEM", "plan"), ("femnist", ["FEMNIST"], "FedEM", "plan")]
+    assert out == {"cifar10": [{"claim": "Table II: FedMN beats FedEM"}],
+                   "femnist": [{"claim": "Table II on FEMNIST: FedMN beats FedEM"}]}  # fmt: skip
+
+
+def test_a_natural_split_makes_every_writer_its_own_group():
+    part = SimpleNamespace(params={"n_clients": 4}, protocol="natural", n_clients=4)
+    assert client_groups(SimpleNamespace(partition=part)).tolist() == [0, 1, 2, 3]
+    concept = SimpleNamespace(params={"groups": [1, 0, 1]}, protocol="concept", n_clients=3)
+    assert client_groups(SimpleNamespace(partition=concept)).tolist() == [1, 0, 1]
+
+
+def test_table2_heading_and_shown_per_dataset():
+    from pflkit.chapters.fedmn import ACC, config_factory, table2_heading, table2_shown
+
+    config = config_factory({"fedmn": {"arch": "2,2,2"}}, rounds=5, evals=1, dataset="cifar10", clients=80,
+                            label_clusters=3, alpha=0.4, model="mobilenet_v2")  # fmt: skip
+    assert table2_heading("cifar10", config("fedmn")) == (
+        "**CIFAR10**: 80 clients, FedEM's label clusters (3 groups of classes, Dir(0.4)), all images, model "
+        "mobilenet_v2, FedMN [2×2×2]"
+    )
+    writers = config("fedmn", partition="natural", clients=539, train_images=None)
+    assert "539 clients, one client per writer" in table2_heading("femnist", writers)
+    table = pd.DataFrame({ACC: [80.0], "seeds": [3], "still improving": [""], "paper CIFAR10": [83.4]}, index=["FedMN"])
+    pub = pd.DataFrame({"CIFAR10": [83.4]}, index=["FedMN"])
+    heading, shown = table2_shown(table, pub, {}, heading="**CIFAR10**")
+    assert heading.data == "**CIFAR10**" and list(shown.columns) == [ACC, "seeds", "still improving", "paper CIFAR10"]
+    assert len(table2_shown(table, pub, {"FedMN": "lr 0.1 diverged"}, heading="h")) == 3
+
+
+def test_table2_on_tunes_then_runs_the_planned_seeds_and_sets_the_router_step_in_the_datasets_options(monkeypatch):
+    import pflkit.chapters.fedmn as ch
+    import pflkit.experiments
+
+    options = {"fedmn": {"arch": "2,2,2"}}
+    config = ch.config_factory(options, rounds=6, evals=2)
+    calls = []
+
+    class Tuned:
+        def __init__(self, configs, axis, values):
+            self.configs, self.axis, self.grids = configs, axis, {k: {} for k in configs}
+
+        def config(self, label):  # the grid's last value is chosen
+            c = self.configs[label]
+            return (
+                c.__class__(**{**c.__dict__, "lr": 0.05})
+                if self.axis == "lr"
+                else SimpleNamespace(options={"router_lr": 0.3})
+            )
+
+    def tune_axis(configs, axis, values, seeds, store, extend=0):
+        calls.append(("tune", axis, sorted(configs), list(values)))
+        return Tuned(configs, axis, values)
+
+    class Result:
+        def select(self, arms, by):
+            return arms[0]
+
+        def __getitem__(self, key):
+            return {"config": {"lr": 0.02 if key[0] == "FedAvg" else 0.05}}  # FedAvg fell back
+
+    def sweep_stable(arms, seeds, store, tunings, probe):
+        calls.append(("sweep", sorted(arms), seeds, probe["FedMN"].__name__))
+        return Result(), {}
+
+    monkeypatch.setattr(pflkit.experiments, "tune_axis", tune_axis)
+    monkeypatch.setattr(pflkit.experiments, "sweep_stable", sweep_stable)
+    monkeypatch.setattr(ch, "table2_seeds", lambda *a, **k: ("plan", {"FedMN": [0, 1, 2]}))
+    monkeypatch.setattr(ch, "table2_table", lambda result, pub, row: ("table", pub))
+    monkeypatch.setattr(ch, "diverged_everywhere", lambda configs, values, seeds, store: ["pFedMe"])
+    v = {"TABLE2_METHODS": ["fedavg", "fedmn", "pfedme"], "STORE": None, "ROUNDS": 6, "PILOT_ROUNDS": 2, "LR_GRID": [0.02, 0.05],
+         "ROUTER_LR_GRID": [0.1, 0.3], "PILOT_SEEDS": [0], "LR_EXTEND": 1, "NO_ROUTE": "FedMN, no routing",
+         "SWAP": "swap", "SEEDS": [0], "RESOLUTION": 1.0, "TABLE2_RUN": 3, "PAPER_ROW": {}}  # fmt: skip
+    r = ch.table2_on(config, options, "pub", v)
+    assert [c[:2] for c in calls] == [("tune", "lr"), ("tune", "router_lr"), ("sweep", ["FedAvg", "FedMN", "FedMN, no routing"]),
+                                      ("sweep", ["FedAvg", "FedMN", "FedMN, no routing"])]  # fmt: skip
+    assert calls[2][2] == [0] and calls[3][2] == {"FedMN": [0, 1, 2]} and calls[3][3] == "router_probe"
+    assert options["fedmn"] == {"arch": "2,2,2", "router_lr": 0.3} and r.fedmn is options["fedmn"]
+    assert r.arms["FedMN, no routing"].options["force_paths"] == 1 and r.arms["FedMN"].options["router_lr"] == 0.3
+    assert r.lr == {"fedavg": 0.02, "fedmn": 0.05} and r.fedmn_t2.lr == 0.05 and r.table == ("table", "pub")
+    assert (r.best, r.plan, r.seeds, r.router_lr) == ("FedAvg", "plan", {"FedMN": [0, 1, 2]}, 0.3)
+    assert r.fallbacks == {"pFedMe": "diverged at every learning rate of the pilot ([0.02, 0.05]): left out"}
+    monkeypatch.setattr(ch, "diverged_everywhere", lambda configs, values, seeds, store: ["FedEM"])
+    with pytest.raises(PflkitError, match="FedEM diverged at every learning rate"):
+        ch.table2_on(config, options, "pub", v)
+
+
+def test_diverged_everywhere_names_the_labels_whose_every_rate_diverged(monkeypatch):
+    import pflkit.experiments
+    from pflkit.chapters.fedmn import config_factory, diverged_everywhere
+
+    config = config_factory({}, rounds=2, evals=1)
+    bad = {"pFedMe · lr=0.01", "pFedMe · lr=0.1", "FedAvg · lr=0.1"}  # FedAvg still has a rate that trained
+
+    def sweep(arms, seeds, store):
+        assert set(arms) == {f"{m} · lr={lr:g}" for m in ("FedAvg", "pFedMe") for lr in (0.01, 0.1)} and seeds == [0]
+        return SimpleNamespace(values=lambda a, metric: pd.Series([a in bad, False]))
+
+    monkeypatch.setattr(pflkit.experiments, "sweep", sweep)
+    configs = {"FedAvg": config("fedavg"), "pFedMe": config("pfedme")}
+    assert diverged_everywhere(configs, [0.1, 0.01], [0], None) == ["pFedMe"]
+
+
+def test_the_setup_card_names_every_dataset_at_the_paper_profile(monkeypatch):
+    from pflkit.chapters.fedmn import setup_rows
+    from pflkit.paper import parameters
+
+    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
+    rows = dict((what, ours) for what, ours, _ in setup_rows(parameters("fedmn", "paper")))
+    assert rows["Clients"] == "CIFAR10 80; CIFAR100 100; EMNIST 100; FEMNIST 539, every one in every round"
+    assert "EMNIST FedEM's 10% of the images" in rows["Data"] and rows["Data"].endswith("after Table II on CIFAR10")
+    assert "FEMNIST one client per writer" in rows["Split"] and "CIFAR100 20 label clusters, Dir(0.4)" in rows["Split"]
+    assert "CIFAR10 mobilenet_v2, FedMN [2×2×2]" in rows["Model"] and "batch 128" in rows["Training"]
+    book = dict((what, ours) for what, ours, _ in setup_rows(parameters("fedmn", "book")))
+    assert book["Data"] == "Fashion-MNIST, 12,000 training and 4,000 test images"
+
+
+def test_sizes_are_counted_on_the_configs_own_images_and_classes():
+    from pflkit.chapters.fedmn import config_factory, model_sizes, shape_of
+    from pflkit.models import build_model, n_params
+
+    config = config_factory({"fedmn": {"arch": "2,2,2"}}, rounds=2, evals=1, dataset="digits", model="mlp")
+    assert shape_of(config("fedmn")) == ((1, 8, 8), 10)
+    sizes = model_sizes(config("fedmn"))
+    assert (
+        sizes["model"] == n_params(build_model("mlp", (1, 8, 8), 10)) != n_params(build_model("mlp", (1, 28, 28), 10))
+    )
+    assert sizes["FedMN"] > sizes["router"] > 0
+
+
+def test_the_swap_test_leaves_out_a_client_without_test_images():
+    cfg = tiny_config(method="fedmn", partition="label-clusters", label_clusters=2, alpha=0.4, rounds=2,
+                      options={"hidden": 16, "label_dim": 4, "arch": "2,2,2"})  # fmt: skip
+    fed = Federation.from_config(cfg)
+    fed.clients[1].test_idx = fed.clients[1].test_idx[:0]  # a client the split left without test images
+    seen = {}
+    run(cfg, fed, on_round=lambda r, row, server, clients: seen.update({r: routing_probe(r, row, server, clients)}))
+    assert len(seen[2]["swap"]) == cfg.clients - 1 and len(seen[2]["paths"]) == cfg.clients

@@ -16,14 +16,26 @@ from sklearn.cluster import AgglomerativeClustering
 from sklearn.metrics import adjusted_rand_score
 
 from ..engine import Federation
+from ..errors import PflkitError
 from ..methods import get_method
 from ..methods.fedmn import build_net, decision_swap_accuracy, oracle_decisions, pretrain_rounds
 from ..models import build_model
 from ..verdicts import seeds_text
 
 
-def modular_net(cfg, shape=(1, 28, 28), classes: int = 10):
-    """FedMN's network for a config, as its clients build it (no run): for parameter counts."""
+def shape_of(cfg) -> tuple[tuple, int]:
+    """A config's dataset's image shape and class count (Fashion-MNIST's: (1, 28, 28) and 10)."""
+    from ..federation import dataset
+
+    ds = dataset(cfg.dataset)
+    return tuple(ds.input_shape), ds.n_classes
+
+
+def modular_net(cfg, shape=None, classes: int | None = None):
+    """FedMN's network for a config, as its clients build it (no run): for parameter counts; ``shape``
+    and ``classes`` default to the config's dataset's (:func:`shape_of`)."""
+    if shape is None or classes is None:
+        shape, classes = shape_of(cfg)
     return build_net(build_model(cfg.model, shape, classes), cfg, get_method("fedmn").resolve_options(cfg.options))
 
 
@@ -36,10 +48,12 @@ def dominant_group(fed) -> tuple[np.ndarray, np.ndarray]:
 
 
 def client_groups(fed) -> np.ndarray:
-    """Each client's group: its dominant label cluster (label-cluster split) or its concept group
-    (concept shift)."""
+    """Each client's group: its dominant label cluster (label-cluster split), its concept group
+    (concept shift), or on the natural split (FEMNIST's writers, no label clusters) the client itself."""
     if "class_groups" in fed.partition.params:
         return dominant_group(fed)[0]
+    if fed.partition.protocol == "natural":
+        return np.arange(fed.partition.n_clients)
     return np.asarray(fed.partition.params["groups"])
 
 
@@ -78,8 +92,10 @@ def routing_probe(rnd, row, server, clients):
         out["paths"].append([round(v, 4) for v in model.c.tolist()])
         out["pi"].append([round(v, 4) for v in pi.tolist()])
         out["active"].append([int(a) for row_ in c.model.active(model.c) for a in row_])
-    partner = swap_partners(run_groups(server.cfg))
-    out["swap"] = [[round(a, 4), round(b, 4)] for a, b in decision_swap_accuracy(server, clients, partner).values()]
+    tested = [c for c in clients if len(c.data.test_idx)]  # a client without test images has no swap test
+    within = swap_partners(run_groups(server.cfg)[[c.cid for c in tested]])
+    partner = {c.cid: tested[within[k]].cid for k, c in enumerate(tested)}
+    out["swap"] = [[round(a, 4), round(b, 4)] for a, b in decision_swap_accuracy(server, tested, partner).values()]
     return out
 
 
@@ -656,7 +672,7 @@ def model_sizes(cfg) -> dict:
     return {
         "FedMN": sum(p.numel() for n, p in net.named_parameters() if not n.startswith("pre_heads")),
         "router": sum(p.numel() for p in net.router.parameters()),
-        "model": sum(p.numel() for p in build_model(cfg.model, (1, 28, 28), 10).parameters()),
+        "model": sum(p.numel() for p in build_model(cfg.model, *shape_of(cfg)).parameters()),
     }
 
 
@@ -675,7 +691,7 @@ def whole_ratio(cfgs: list, mlps: list, rounds: int, pretrain_fraction: float) -
             size["encoders"] + size["router"] + size["blocks"]
         )
 
-    mlp = [rounds * sum(p.numel() for p in build_model(m, (1, 28, 28), 10).parameters()) for m in mlps]
+    mlp = [rounds * sum(p.numel() for p in build_model(m, *shape_of(cfgs[0])).parameters()) for m in mlps]
     return float(np.mean([all_blocks(c) for c in cfgs]) / np.mean(mlp))
 
 
@@ -837,6 +853,8 @@ def setup_rows(v: dict) -> list[tuple[str, str, str]]:
     TEST_IMAGES, LABEL_CLUSTERS, ALPHA, CLIENTS, ARCH, HIDDEN, ROUNDS, MOMENTUM, PRETRAIN_FRACTION,
     PILOT_ROUNDS, SEEDS)."""
     arch = v["ARCH"].replace(",", "×")
+    if v.get("DATASETS", ["fashion-mnist"]) != ["fashion-mnist"]:  # the paper profile: Table II on each dataset
+        return paper_setup_rows(v)
     return [
         ("Data", f"Fashion-MNIST, {v['TRAIN_IMAGES']:,} training and {v['TEST_IMAGES']:,} test images",
          "CIFAR-10/100, EMNIST, FEMNIST"),
@@ -849,6 +867,29 @@ def setup_rows(v: dict) -> list[tuple[str, str, str]]:
          f"{v['PRETRAIN_FRACTION']:.0%} pretrain FedMN's encoders", "150 rounds of one local epoch, SGD"),
         ("Tuning", f"learning rate per method on validation, a {v['PILOT_ROUNDS']}-round pilot; FedMN's router step "
          "too", "a learning-rate grid"),
+        ("Seeds", f"{seeds_text(v['SEEDS'])} to start, more where a claim's plan asks", ""),
+    ]  # fmt: skip
+
+
+def paper_setup_rows(v: dict) -> list[tuple[str, str, str]]:
+    """The setup card at the paper profile: per dataset of ``v["DATASETS"]`` (rows of ``v["SPLITS"]``)."""
+
+    def each(f) -> str:
+        return "; ".join(f"{PAPER_NAMES.get(d, d)} {f(*v['SPLITS'][d])}" for d in v["DATASETS"])
+
+    first = PAPER_NAMES.get(v["DATASETS"][0], v["DATASETS"][0])
+    return [
+        ("Data", each(lambda n, k, share, m, a: "all images" if share == 1 else f"FedEM's {share:.0%} of the images")
+         + f"; the sections after Table II on {first}", "CIFAR-10/100, EMNIST, FEMNIST"),
+        ("Split", each(lambda n, k, *_: f"{k} label clusters, Dir({v['ALPHA']})" if k else "one client per writer"),
+         "FedEM's (CIFAR-100: its Pachinko allocation)"),
+        ("Clients", each(lambda n, *_: f"{n}") + ", every one in every round", "80, 100, 100, 539"),
+        ("Model", each(lambda n, k, s, m, a: f"{m}, FedMN [{a.replace(',', '×')}]") + f", blocks of {v['HIDDEN']} units",
+         "MobileNet-v2 (CIFAR) or a 2-layer CNN; [2×2×2] on CIFAR, [3×3×3] on (F)EMNIST"),
+        ("Training", f"{v['ROUNDS']} rounds of one local epoch, batch {v['BATCH']}, SGD (momentum {v['MOMENTUM']}), the "
+         f"first {v['PRETRAIN_FRACTION']:.0%} pretrain FedMN's encoders", "150 rounds of one local epoch, SGD"),
+        ("Tuning", f"learning rate per method on validation in {v['LR_GRID']}, a {v['PILOT_ROUNDS']}-round pilot; "
+         "FedMN's router step too", "the same grid"),
         ("Seeds", f"{seeds_text(v['SEEDS'])} to start, more where a claim's plan asks", ""),
     ]  # fmt: skip
 
@@ -871,19 +912,248 @@ GLUED = (
 
 
 def config_factory(options: dict, *, rounds: int, evals: int, **split):
-    """``config(method, rounds=..., **fields)``: a run on FedEM's label-cluster split of Fashion-MNIST,
-    every client in every round, one local epoch, ``evals`` evaluations, the method's entry of
-    ``options`` (read when called: a later change shows), the ``split`` fields (clients, images, batch,
-    learning rate, ...), then ``fields``.  CFL never splits in the first fifth of the run's rounds."""
+    """``config(method, rounds=..., **fields)``: a run on FedEM's label-cluster split (of Fashion-MNIST
+    unless ``split`` names a dataset and partition), every client in every round, one local epoch,
+    ``evals`` evaluations, the method's entry of ``options`` (read when called: a later change shows),
+    the ``split`` fields (clients, images, batch, learning rate, ...), then ``fields``.  CFL never
+    splits in the first fifth of the run's rounds."""
     from ..engine import RunConfig
+
+    split = {"dataset": "fashion-mnist", "partition": "label-clusters"} | split
 
     def config(method: str, *, rounds: int = rounds, **fields):
         opts = options.get(method, {}) | ({"warmup": max(1, rounds // 5)} if method == "cfl" else {})
-        base = RunConfig(method=method, dataset="fashion-mnist", partition="label-clusters", rounds=rounds,
-                         local_epochs=1, eval_every=max(1, rounds // evals), options=opts, **split)  # fmt: skip
+        base = RunConfig(method=method, rounds=rounds, local_epochs=1, eval_every=max(1, rounds // evals),
+                         options=opts, **split)  # fmt: skip
         return dataclasses.replace(base, **fields)
 
     return config
+
+
+# ------------------------------------------------- Table II on each dataset (the paper profile: the paper's four)
+
+# the paper's name of each dataset the kit loads (its Table II's columns)
+PAPER_NAMES = {"cifar10": "CIFAR10", "cifar100": "CIFAR100", "emnist-byclass": "EMNIST", "femnist": "FEMNIST"}
+# training images of the paper's datasets (the kit's training split; FEMNIST: LEAF's, about 3,500 writers)
+TRAIN_SIZES = {"cifar10": 50_000, "cifar100": 50_000, "emnist-byclass": 697_932, "femnist": 805_263,
+               "fashion-mnist": 60_000}  # fmt: skip
+LEAF_WRITERS = {"femnist": 3_500}
+
+
+DRY_VAL_FRACTION = 0.5  # the dry run's validation share (EMNIST's fixture: 6 training images a class)
+
+
+def dry_run() -> bool:
+    """The paper profile's dry run (:func:`pflkit.profiles.dry` at `paper`): fixture data."""
+    from ..profiles import current, dry
+
+    return current() == "paper" and dry()
+
+
+def split_fields(name: str, row: tuple, images: tuple, cap: int | None = None) -> dict:
+    """A dataset's run fields from its parameters row ``(clients, label clusters, share of the images,
+    model, arch)``: FedEM's label-cluster split with that many clusters, or with 0 the natural split (one
+    client per writer, at most the dataset's writers); ``images``: stratified train / test subsets (None:
+    the share of the dataset's, FedEM's subsample); ``cap``: at most this many clients (the dry run, whose
+    fixtures also need a larger validation share: :data:`DRY_VAL_FRACTION`)."""
+    from ..federation import dataset
+
+    clients, clusters, share, model, _arch = row
+    fields = {"dataset": name, "model": model}
+    if clusters:
+        fields |= {"partition": "label-clusters", "label_clusters": clusters}
+    else:  # the writers themselves: a random sample of them per seed
+        fields["partition"] = "natural"
+        clients = min(clients, len(dataset(name).info["users"]))
+    if dry_run():  # the fixtures' few images a class: a tenth of them rounds to no validation image
+        fields["val_fraction"] = DRY_VAL_FRACTION
+    train, test = images
+    if share < 1 and train is None:  # FedEM's subsample of the dataset (its s_frac)
+        ds = dataset(name)
+        train, test = round(share * len(ds.y_train)), round(share * len(ds.y_test))
+    return fields | {"clients": min(clients, cap or clients), "train_images": train, "test_images": test}
+
+
+def dataset_configs(datasets, splits: dict, options: dict, *, images: tuple, cap: int | None, **fields) -> dict:
+    """Per dataset: ``(config, options)``, :func:`config_factory` on its :func:`split_fields` and
+    ``fields``.  The first dataset's config reads ``options`` itself (later sections change it there);
+    every other gets a copy with its own FedMN architecture and FedEM's components (= its n_1)."""
+    out = {}
+    for i, name in enumerate(datasets):
+        arch = splits[name][4]
+        opts = options if i == 0 else options | {
+            "fedmn": options["fedmn"] | {"arch": arch}, "fedem": options["fedem"] | {"components": int(arch.split(",")[0])}}  # fmt: skip
+        out[name] = (config_factory(opts, **split_fields(name, splits[name], images, cap), **fields), opts)
+    return out
+
+
+def pub_for(pub: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The paper's Table II for a dataset: its column when the paper has it, else every column (the
+    book's Fashion-MNIST sits beside all four)."""
+    return pub[[PAPER_NAMES[name]]] if name in PAPER_NAMES else pub
+
+
+def table2_heading(name: str, cfg) -> str:
+    """The line above a dataset's Table II at the paper profile: the dataset, its split, model and FedMN."""
+    split = (f"FedEM's label clusters ({cfg.label_clusters} groups of classes, Dir({cfg.alpha:g}))"
+             if cfg.partition == "label-clusters" else "one client per writer")  # fmt: skip
+    images = "all images" if cfg.train_images is None else f"{cfg.train_images:,} training images"
+    return (f"**{PAPER_NAMES.get(name, name)}**: {cfg.clients} clients, {split}, {images}, model {cfg.model}, "
+            f"FedMN [{cfg.options.get('arch', '').replace(',', '×')}]")  # fmt: skip
+
+
+def on_dataset(rows: list[dict], name: str) -> list[dict]:
+    """Claims rows of a dataset after the first, named by it: "Table II: …" reads "Table II on
+    CIFAR100: …", "ours: …" reads "ours, CIFAR100: …" (the lead claim stays the first dataset's)."""
+    label = PAPER_NAMES.get(name, name)
+    out = []
+    for r in rows:
+        text = r["claim"]
+        for head, new in (("Table II: ", f"Table II on {label}: "), ("ours: ", f"ours, {label}: ")):
+            if text.startswith(head):
+                text = new + text[len(head) :]
+        out.append(r | {"claim": text})
+    return out
+
+
+def diverged_everywhere(configs: dict, values, seeds, store) -> list[str]:
+    """The labels of ``configs`` whose every learning rate of ``values`` diverged on some of ``seeds``:
+    the runs of the pilot's first grid (:func:`pflkit.tuning.tune_axis` reads them back from ``store``)."""
+    from ..experiments import sweep
+    from ..tuning import grid
+
+    grids = {label: grid(label, cfg, lr=sorted(values)) for label, cfg in configs.items()}
+    result = sweep({a: c for g in grids.values() for a, c in g.items()}, seeds, store)
+    return [label for label, g in grids.items() if all(result.values(a, "diverged").astype(bool).any() for a in g)]
+
+
+def table2_on(config, options: dict, pub: pd.DataFrame, v: dict):
+    """Table II on one dataset (its ``config`` and ``options``), as the chapter runs it: the learning-rate
+    pilot of every method of ``v["TABLE2_METHODS"]``, FedMN's router step size at its chosen rate (set in
+    ``options["fedmn"]``), the arms with *FedMN, no routing*, the seed plan's pilot on ``v["SEEDS"]``, the
+    plan, and the arms on their planned seeds (a diverging rate falls back to the pilot's best smaller
+    one; a baseline that diverges at every rate of the grid is left out, :func:`diverged_everywhere`).  ``v``: the notebook's parameters (SEEDS, PILOT_SEEDS, ROUNDS, PILOT_ROUNDS, LR_GRID,
+    ROUTER_LR_GRID, LR_EXTEND, RESOLUTION, TABLE2_RUN, NO_ROUTE, SWAP, STORE, PAPER_ROW); ``pub``: the
+    paper's Table II beside it (:func:`pub_for`).  Returns a namespace of what later cells read."""
+    from types import SimpleNamespace
+
+    from ..experiments import sweep_stable, tune_axis
+    from ..methods import display_name
+
+    methods, store, rounds, pilot_rounds = v["TABLE2_METHODS"], v["STORE"], v["ROUNDS"], v["PILOT_ROUNDS"]
+    pilots = {display_name(m): config(m, rounds=pilot_rounds, eval_every=pilot_rounds) for m in methods}
+    # a baseline that diverges at every rate of the grid is left out, with a line saying so (the pilot's own runs)
+    left_out = diverged_everywhere(pilots, v["LR_GRID"], v["PILOT_SEEDS"], store)
+    if needed := set(left_out) & {"FedMN", "FedEM", "FedAvg", "FedAvg + FT"}:
+        raise PflkitError(
+            f"{', '.join(sorted(needed))} diverged at every learning rate of {v['LR_GRID']}: lower the grid"
+        )
+    methods = [m for m in methods if display_name(m) not in left_out]
+    pilot = tune_axis({label: c for label, c in pilots.items() if label not in left_out}, "lr", v["LR_GRID"],
+                      v["PILOT_SEEDS"], store, extend=v["LR_EXTEND"])  # fmt: skip
+    lr = {m: pilot.config(display_name(m)).lr for m in methods}
+    router_pilot = tune_axis({"FedMN, router step": config("fedmn", rounds=pilot_rounds, eval_every=pilot_rounds,
+                                                           lr=lr["fedmn"])},
+                             "router_lr", v["ROUTER_LR_GRID"], v["PILOT_SEEDS"], store, extend=v["LR_EXTEND"])  # fmt: skip
+    router_lr = router_pilot.config("FedMN, router step").options["router_lr"]
+    fedmn = options["fedmn"] = {**options["fedmn"], "router_lr": router_lr}  # every FedMN run on this dataset
+    arms = {display_name(m): config(m, lr=lr[m]) for m in methods}
+    arms[v["NO_ROUTE"]] = config("fedmn", lr=lr["fedmn"], options={**fedmn, "force_paths": 1})
+    tunings = {a: (pilot, a) for a in arms if a in pilot.grids}
+    # FedMN's run records what its router reads and decides every evaluated round, the others the routing probe
+    probes = {a: router_probe if a == "FedMN" else routing_probe for a in arms}
+    t2, fallbacks = sweep_stable(arms, v["SEEDS"], store, tunings, probe=probes)  # the seed plan's pilot
+    baselines = [a for a in arms if a not in ("FedMN", v["NO_ROUTE"])]
+    best = t2.select(baselines, by="val_mean_acc")  # on the pilot seeds' validation
+    best_other = t2.select([a for a in baselines if a != "FedEM"], by="val_mean_acc")
+    claims = {"FedMN − strongest baseline": ("FedMN", best), "FedEM − strongest other": ("FedEM", best_other),
+              "FedAvg + FT − FedAvg": ("FedAvg + FT", "FedAvg"), "FedMN − no routing": ("FedMN", v["NO_ROUTE"])}  # fmt: skip
+    plan, seeds = table2_seeds(t2, claims, v["SWAP"], arms, v["SEEDS"], rounds, resolution=v["RESOLUTION"],
+                               run=v["TABLE2_RUN"])  # fmt: skip
+    t2, fallbacks = sweep_stable(arms, seeds, store, tunings, probe=probes)
+    fallbacks = {
+        a: f"diverged at every learning rate of the pilot ({v['LR_GRID']}): left out" for a in left_out
+    } | fallbacks
+    lr.update({m: t2[display_name(m), v["SEEDS"][0]]["config"]["lr"] for m in methods})  # what later runs use
+    return SimpleNamespace(pilot=pilot, router_pilot=router_pilot, router_lr=router_lr, fedmn=fedmn, arms=arms,
+                           t2=t2, fallbacks=fallbacks, best=best, best_other=best_other, plan=plan, seeds=seeds, lr=lr,
+                           fedmn_t2=dataclasses.replace(arms["FedMN"], lr=lr["fedmn"]),
+                           table=table2_table(t2, pub, v["PAPER_ROW"]))  # fmt: skip
+
+
+def table2_claims_on(runs: dict, pub: pd.DataFrame, v: dict) -> dict:
+    """Per dataset of ``runs`` (its :func:`table2_on`): :func:`table2_claims` beside the paper's column
+    for it, the rows of every dataset after the first named by it (:func:`on_dataset`)."""
+    out = {}
+    for i, (name, r) in enumerate(runs.items()):
+        rows = table2_claims(r.t2, pub_for(pub, name), v["PAPER_ROW"], r.best, r.best_other,
+                             swap_gain(r.t2, "FedMN", v["ROUNDS"]), flat=v["NO_ROUTE"], plan=r.plan,
+                             swap_plan=v["SWAP"], resolution=v["RESOLUTION"])  # fmt: skip
+        out[name] = rows if i == 0 else on_dataset(rows, name)
+    return out
+
+
+# ----------------------------------------------------------------------------- the paper profile's cost
+
+CONCEPT_ARMS = 5  # the concept-shift section: Local, FedAvg, FedEM, FedMN and FedMN, no routing
+
+
+def round_steps(name: str, row: tuple, batch: int, val_fraction: float = 0.1) -> int:
+    """Local optimiser steps of one round on a dataset (every client, one epoch): clients × ⌈images a
+    client trains on / batch⌉, from the dataset's training images (:data:`TRAIN_SIZES`; FedEM's share of
+    them; on FEMNIST its writers' share of LEAF's images) less the validation share."""
+    clients, _clusters, share, _model, _arch = row
+    images = TRAIN_SIZES[name] * share
+    if name in LEAF_WRITERS:  # a sample of the writers: their share of the images
+        images *= clients / LEAF_WRITERS[name]
+    return clients * int(np.ceil(images * (1 - val_fraction) / clients / batch))
+
+
+def table2_cost(p: dict, name: str) -> tuple[int, int]:
+    """Runs and optimiser steps of Table II on one dataset at the parameters ``p`` (upper bounds): the
+    learning-rate pilot of every method and the router's step-size pilot, each grid one value longer (the
+    edge rule adds at most one), on the pilot seeds; every arm (the methods and FedMN, no routing) at the
+    seed cap ``TABLE2_RUN``."""
+    per_round = round_steps(name, p["SPLITS"][name], p["BATCH"])
+    pilot = (len(p["TABLE2_METHODS"]) * (len(p["LR_GRID"]) + p["LR_EXTEND"])
+             + len(p["ROUTER_LR_GRID"]) + p["LR_EXTEND"]) * len(p["PILOT_SEEDS"])  # fmt: skip
+    arms = (len(p["TABLE2_METHODS"]) + 1) * p["TABLE2_RUN"]
+    return pilot + arms, (pilot * p["PILOT_ROUNDS"] + arms * p["ROUNDS"]) * per_round
+
+
+def notes_cost(p: dict) -> tuple[int, int]:
+    """Runs and optimiser steps of the sections after Table II, on the first dataset (upper bounds):
+    the router stepping once a round (on ``SEEDS``), the router section's two more FedMN runs (at the
+    seed cap), Figure 2 (its pilot per block count, FedAvg's MLP and FedMN's first arrangement; its arms:
+    FedAvg, every arrangement and the first without routing), the departures of the authors' code (the
+    paper's FedMN and five arms) and the concept shift (iid clients of every training image)."""
+    first = p["DATASETS"][0]
+    per_round = round_steps(first, p["SPLITS"][first], p["BATCH"])
+    grid, pilots, archs = len(p["LR_GRID"]) + p["LR_EXTEND"], len(p["PILOT_SEEDS"]), p["FIG2_ARCHS"]
+    concept_row = (p["CONCEPT_CLIENTS"], 0, 1.0, "", "")
+    parts = [  # (runs, rounds, steps a round)
+        (len(p["SEEDS"]), p["ROUNDS"], per_round),
+        (2 * p["TABLE2_RUN"], p["ROUNDS"], per_round),
+        (2 * len(archs) * grid * pilots, p["FIG2_ROUNDS"], per_round),
+        (sum(len(a) + 2 for a in archs.values()) * p["FIG2_RUN"], p["FIG2_ROUNDS"], per_round),
+        ((len(CODE_OPTIONS) + 1) * p["CODE_RUN"], p["CODE_ROUNDS"], per_round),
+        (CONCEPT_ARMS * p["CONCEPT_RUN"], p["CONCEPT_ROUNDS"], round_steps(first, concept_row, p["BATCH"])),
+    ]
+    return sum(n for n, _, _ in parts), sum(n * r * s for n, r, s in parts)
+
+
+def paper_cost(p: dict) -> dict:
+    """The paper profile's runs and optimiser steps in all (``p``: the parameters cell's values at
+    `paper`, :func:`pflkit.paper.parameters`): Table II on every dataset (:func:`table2_cost`) and the
+    sections after it on the first (:func:`notes_cost`)."""
+    per = [table2_cost(p, d) for d in p["DATASETS"]] + [notes_cost(p)]
+    return {
+        "runs": sum(r for r, _ in per), "steps": sum(s for _, s in per), "datasets": list(p["DATASETS"]),
+        "clients": {d: p["SPLITS"][d][0] for d in p["DATASETS"]}, "rounds": p["ROUNDS"], "seeds": p["TABLE2_RUN"],
+        "note": "Table II on every dataset (pilots on their grids, one value longer; every arm at the seed cap), the "
+                "laboratory notes on the first; a step is a local batch (pFedMe's inner steps and FedAvg+'s fine-tuning "
+                "before each evaluation not counted)",
+    }  # fmt: skip
 
 
 def federations(config):
@@ -930,14 +1200,22 @@ def table2_table(result, pub: pd.DataFrame, paper_row: dict) -> pd.DataFrame:
     return with_paper(table, pub, paper_row)
 
 
-def table2_shown(table: pd.DataFrame, pub: pd.DataFrame, fallbacks: dict) -> list:
+def table2_shown(table: pd.DataFrame, pub: pd.DataFrame, fallbacks: dict, heading: str = "") -> list:
     """What Table II's section shows: a line per method whose rate diverged on some seed, then the table
-    beside the paper's CIFAR-10 and EMNIST, and folded, beside all four of the paper's datasets."""
+    beside the paper's CIFAR-10 and EMNIST, and folded, beside all four of the paper's datasets; with a
+    ``heading`` (the paper profile: one table per dataset), that heading and the table beside the paper's
+    column for the dataset (``pub``: that column alone, :func:`pub_for`)."""
     from IPython.display import Markdown
 
     from ..pages import folded
 
     notes = "\n".join(f"* {a}: {note}".replace("lr ", "learning rate ") for a, note in fallbacks.items())
+    if heading:
+        return (
+            [Markdown(heading)]
+            + [Markdown(notes)] * bool(fallbacks)
+            + [table[[ACC, "seeds", "still improving", *[f"paper {d}" for d in pub.columns]]]]
+        )
     return [Markdown(notes)] * bool(fallbacks) + [
         table[[ACC, "seeds", "still improving", "paper CIFAR10", "paper EMNIST"]],
         folded(
