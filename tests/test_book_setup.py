@@ -193,7 +193,7 @@ def test_the_execution_report_lists_the_budgets_of_the_claims_the_papers_lead_wi
 def test_the_execution_report_says_what_the_paper_profile_runs_and_costs():
     lines = build_book.paper_section()
     assert lines[0] == "## The papers' own experiments: what `make paper` runs and costs"
-    rows = [ln for ln in lines if ln.startswith("| ")]
+    rows = [ln for ln in "\n".join(lines).splitlines() if ln.startswith("| ")]
     assert rows[0].startswith("| chapter | datasets | runs | steps (M) | GPU-hours (est.) |")
     assert [r.split(" | ")[0][2:] for r in rows[1:]] == ["basics", "pfedhn", "pfedmb", "fesem", "fedmn", "ktpfl"]
     assert "| cifar10, cifar100 |" in rows[2]  # pFedHN's Table 1 datasets at `paper`
