@@ -23,7 +23,9 @@ CHAPTERS = ("basics", "pfedhn", "pfedmb", "fesem", "fedmn", "ktpfl")  # the book
 
 def allow_cpu() -> bool:
     """``PFLBOOK_ALLOW_CPU=1``: run the `paper` profile without a GPU (the dry run sets it)."""
-    return os.environ.get("PFLBOOK_ALLOW_CPU", "0").strip() not in ("", "0")
+    from .profiles import env_flag
+
+    return env_flag("PFLBOOK_ALLOW_CPU")
 
 
 @contextmanager

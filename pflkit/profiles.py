@@ -19,6 +19,11 @@ from .errors import PflkitError
 PROFILES = ("smoke", "book", "paper")
 
 
+def env_flag(name: str) -> bool:
+    """An environment switch: set to anything but empty or ``0``."""
+    return os.environ.get(name, "0").strip() not in ("", "0")
+
+
 def current() -> str:
     name = os.environ.get("PFLBOOK_PROFILE", "book").strip() or "book"
     if name not in PROFILES:
@@ -36,7 +41,7 @@ def dry() -> bool:
     """``PFLBOOK_DRY=1``: the `paper` profile's dry run (``make paper-dry`` runs it on fixture data, see
     :mod:`pflkit.fixtures`): the paper's datasets, models, partitions and client counts, every budget
     cut to smoke's (:func:`budget`), on the CPU."""
-    return os.environ.get("PFLBOOK_DRY", "0").strip() not in ("", "0")
+    return env_flag("PFLBOOK_DRY")
 
 
 def budget(smoke, book, paper, profile: str | None = None):
@@ -63,14 +68,14 @@ def repo_relative(path) -> str:
 
 def fresh() -> bool:
     """``PFLBOOK_FRESH=1`` (``make book FRESH=1``): recompute instead of reading the committed store."""
-    return os.environ.get("PFLBOOK_FRESH", "0").strip() not in ("", "0")
+    return env_flag("PFLBOOK_FRESH")
 
 
 def store_only() -> bool:
     """``PFLBOOK_STORE_ONLY=1`` (set by ``make book`` unless ``FILL=1`` or ``FRESH=1``): the
     committed store is read, never filled; a sweep that lacks runs raises
     :class:`~pflkit.errors.NotInStore`, and the chapter's page says "not computed yet" there."""
-    return os.environ.get("PFLBOOK_STORE_ONLY", "0").strip() not in ("", "0")
+    return env_flag("PFLBOOK_STORE_ONLY")
 
 
 def build_name(profile: str) -> str:

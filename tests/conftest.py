@@ -102,3 +102,17 @@ def cli(capsys, tmp_path, monkeypatch):
         return SimpleNamespace(returncode=rc, stdout=out.out, stderr=out.err)
 
     return call
+
+
+@pytest.fixture
+def no_real_data(tmp_path, monkeypatch):
+    """Hide every dataset on this machine: only what a test writes (under the returned folder, which is
+    ``PFLKIT_DATA``) is found."""
+    from pflkit import data
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PFLKIT_DATA", str(empty))
+    monkeypatch.setattr(data, "REPO_DATA", tmp_path / "none")
+    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "none")
+    return empty

@@ -18,13 +18,8 @@ RNG = np.random.default_rng(0)
 
 
 @pytest.fixture(autouse=True)
-def no_real_data(tmp_path, monkeypatch):
-    """Hide every dataset on this machine: only what a test writes is found."""
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    monkeypatch.setenv("PFLKIT_DATA", str(empty))
-    monkeypatch.setattr(data, "REPO_DATA", tmp_path / "none")
-    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "none")
+def hide_real_data(no_real_data):
+    """Every test here sees only what it writes (conftest's ``no_real_data``)."""
 
 
 # ----------------------------------------------------------------------------- writers

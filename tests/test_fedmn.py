@@ -462,7 +462,7 @@ def test_decisions_started_apart_spread_the_logits_and_keep_their_mean(tiny_fed)
     e = torch.randn(6, server.theta["router.h.weight"].shape[1])
     server.embeddings = dict(enumerate(e))
     w, b = server.theta["router.h.weight"].clone(), server.theta["router.h.bias"].clone()
-    server.set_apart(2)
+    server.set_apart()
     g0, g1 = e @ w.T + b, e @ server.theta["router.h.weight"].T + server.theta["router.h.bias"]
     assert torch.allclose(g1.mean(0), g0.mean(0), atol=1e-4)  # the mean logits unchanged
     spread = (g1 - g0).std(0, unbiased=False)  # per path, over the clients

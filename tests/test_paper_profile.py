@@ -20,17 +20,6 @@ SHAPES = {  # the papers' datasets as the fixtures must give them: image shape, 
 }  # fmt: skip
 
 
-@pytest.fixture
-def no_real_data(tmp_path, monkeypatch):
-    """Only what a test writes is found."""
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    monkeypatch.setenv("PFLKIT_DATA", str(empty))
-    monkeypatch.setattr(data, "REPO_DATA", tmp_path / "none")
-    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "none")
-    return empty
-
-
 def test_budget_is_smokes_in_the_paper_profiles_dry_run_and_pick_is_not(monkeypatch):
     monkeypatch.delenv("PFLBOOK_DRY", raising=False)
     assert budget(1, 2, 3, "paper") == 3 and budget(1, 2, 3, "book") == 2 and build_name("paper") == "paper"

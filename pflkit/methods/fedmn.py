@@ -277,7 +277,6 @@ class FedMNServer(Server):
         self.theta = snapshot(net)  # the global modular pool, encoders and router
         self.requests: dict[int, list[list[bool]]] = {}
         self.embeddings: dict[int, torch.Tensor] = {}  # start_apart: the clients' mean router inputs
-        self.set_apart_in: int | None = None  # the round whose router was set apart
         self.apart_sd: float | None = None  # the spread of the logits over the clients as set apart
 
     def routing(self, rnd: int) -> bool:
@@ -306,7 +305,7 @@ class FedMNServer(Server):
             return
         self.requests[cid] = unflatten(request["active"], self.arch)
 
-    def set_apart(self, rnd: int) -> None:
+    def set_apart(self) -> None:
         """Ours, a control (``start_apart`` = s > 0): at the switch, h gets a client-specific part, so
         that the clients' decisions start apart and the run shows whether training keeps them apart.
         From the clients' mean router inputs e_m (eq. 9's input averaged; sent once, counted) and
@@ -328,7 +327,7 @@ class FedMNServer(Server):
         self.theta["router.h.bias"] = self.theta["router.h.bias"] - (w_add @ mean).to(w)
         g = e @ self.theta["router.h.weight"].T + self.theta["router.h.bias"]  # every G_m as started
         self.apart_sd = float(g.std(0, unbiased=False).mean())  # their spread over the clients (a diagnostic)
-        self.embeddings, self.set_apart_in = {}, rnd
+        self.embeddings = {}
 
     def message_for(self, cid, rnd):
         if self.pretraining_encoders(rnd):  # FedAvg on the encoder models: encoders and their heads
@@ -336,8 +335,8 @@ class FedMNServer(Server):
         if not self.routing(rnd):  # all-paths pretraining or force_paths: the whole network
             return {"weights": {k: v for k, v in self.theta.items() if not k.startswith(("router.", "pre_heads."))}}
         if self.apart_round(rnd):  # start_apart: h as set apart and every block (the client decides on receipt)
-            if self.set_apart_in != rnd:
-                self.set_apart(rnd)
+            if self.embeddings:  # the first message of the round: every client's input is in
+                self.set_apart()
             every = [[True] * n for n in self.arch[1:]]
             return {"router_h": part(self.theta, "router.h."), "blocks": active_blocks(self.theta, every, self.shared)}
         return {
@@ -753,9 +752,7 @@ register(
                 "inputs) that sets their logits about this far apart",
             ),
         },
-        later_options={
-            "router_step": "round",
-            "start_apart": 0.0,
-        },  # runs stored before the option: one router step per round
+        # runs stored before these options: one router step per round, decisions not started apart
+        later_options={"router_step": "round", "start_apart": 0.0},
     )
 )
