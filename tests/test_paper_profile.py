@@ -20,12 +20,16 @@ SHAPES = {  # the papers' datasets as the fixtures must give them: image shape, 
 }  # fmt: skip
 
 
-def test_budget_is_smokes_in_the_paper_profiles_dry_run_and_pick_is_not(monkeypatch):
+def test_budget_is_its_dry_value_or_smokes_in_the_paper_profiles_dry_run_and_pick_is_not(monkeypatch):
     monkeypatch.delenv("PFLBOOK_DRY", raising=False)
     assert budget(1, 2, 3, "paper") == 3 and budget(1, 2, 3, "book") == 2 and build_name("paper") == "paper"
     monkeypatch.setenv("PFLBOOK_DRY", "1")
     assert budget(1, 2, 3, "paper") == 1 and budget(1, 2, 3, "book") == 2  # dry touches the paper profile only
     assert pick(1, 2, 3, "paper") == 3 and build_name("paper") == "paper-dry" and build_name("book") == "book"
+    assert budget(1, 2, 3, "paper", dry=0) == 0 and budget(1, 2, 3, "paper", dry=None) is None  # its own dry value
+    assert budget(1, 2, 3, "smoke", dry=0) == 1 and budget(1, 2, 3, "book", dry=0) == 2
+    monkeypatch.delenv("PFLBOOK_DRY")
+    assert budget(1, 2, 3, "paper", dry=0) == 3  # outside the dry run the dry value is never read
 
 
 @pytest.mark.parametrize("name", FIXTURES)
