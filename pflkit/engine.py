@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.metrics import f1_score
 
 from . import __version__
 from .compute import compute_path
@@ -51,6 +50,8 @@ def summarize(results: list[dict]) -> dict:
     results = [r for r in results if r["n"] > 0]
     n = np.array([r["n"] for r in results], dtype=float)
     acc = np.array([r["correct"] / r["n"] for r in results])
+    from sklearn.metrics import f1_score  # here: scikit-learn costs a second at import (every ClientApp process)
+
     f1 = np.array([f1_score(r["true"], r["pred"], average="macro", zero_division=0) for r in results])
     return {
         "mean_acc": float(acc.mean()),

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from sklearn.cluster import AgglomerativeClustering
 
 from ..federated import Server, flatten, snapshot, weighted_average
 from . import Method, register
@@ -35,6 +34,8 @@ def bipartition(updates: torch.Tensor) -> tuple[list[int], list[int]]:
     """Split the rows of ``updates`` in two by cosine similarity (complete linkage)."""
     unit = updates / updates.norm(dim=1, keepdim=True).clamp_min(1e-12)
     similarity = (unit @ unit.T).cpu().numpy()
+    from sklearn.cluster import AgglomerativeClustering  # here: importing scikit-learn costs a second
+
     labels = AgglomerativeClustering(n_clusters=2, metric="precomputed", linkage="complete").fit(1 - similarity).labels_
     return np.flatnonzero(labels == 0).tolist(), np.flatnonzero(labels == 1).tolist()
 

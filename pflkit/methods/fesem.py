@@ -67,7 +67,6 @@ import copy
 
 import numpy as np
 import torch
-from sklearn.cluster import KMeans
 
 from ..errors import PflkitError
 from ..federated import Client, Server, derive_seed, evaluate, snapshot, weighted_average
@@ -127,6 +126,8 @@ def kmeans(x: torch.Tensor, k: int, seed: int) -> np.ndarray:
     xc = x.double() - x.double().mean(0)
     vals, vecs = torch.linalg.eigh(xc @ xc.T)
     coords = (vecs * vals.clamp_min(0).sqrt()).cpu().numpy()
+    from sklearn.cluster import KMeans  # here: importing scikit-learn costs a second
+
     return KMeans(n_clusters=k, n_init=KMEANS_RESTARTS, random_state=seed).fit(coords).labels_
 
 
