@@ -816,6 +816,8 @@ def test_leaf_tables_run_every_leaf_dataset_and_say_where_they_run_when_none(mon
         "50.0"
     )
     assert table.loc[2, "Micro-Acc, paper"] == "83.8"  # Table 3's NoFed
+    leaf_tables(["celeba"], RunConfig(rounds=9), leaf, [0], None, paper, methods, 3, clients=4)  # the dry run's cut
+    assert {cfg.clients for cfg in ran["celeba"].values()} == {4}  # 4 of the users, every arm
 
 
 def test_scan_seed_scans_a_seed_s_federation_and_builds_a_missing_one(monkeypatch):

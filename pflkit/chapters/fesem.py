@@ -1316,13 +1316,14 @@ def leaf_table(result, paper: pd.DataFrame, name: str) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def leaf_tables(names, base, leaf: dict, seeds, store, paper: pd.DataFrame, methods: dict, warmup_divisor: int) -> list:
+def leaf_tables(names, base, leaf: dict, seeds, store, paper: pd.DataFrame, methods: dict, warmup_divisor: int,
+                clients: int | None = None) -> list:  # fmt: skip
     """The paper's table of every LEAF dataset of ``names`` (those ``leaf`` has a setting for), for ``display``:
     :func:`leaf_arms` (``leaf[name]``'s setting; the chapter's ``methods`` as for :func:`method_configs`, with
     ``k_choices``: FeSEM's K and options, the baselines, FedProx's μ; CFL's warm-up ``base.rounds //
-    warmup_divisor``) run on ``seeds`` into ``store``, a caption (Markdown) and the table beside the paper's
-    (:func:`leaf_table`, styled) per dataset; with no LEAF dataset at this profile, one caption saying where
-    they run."""
+    warmup_divisor``; ``clients`` users, default every one) run on ``seeds`` into ``store``, a caption (Markdown)
+    and the table beside the paper's (:func:`leaf_table`, styled) per dataset; with no LEAF dataset at this
+    profile, one caption saying where they run."""
     from IPython.display import Markdown
 
     names = [n for n in names if n in leaf]
@@ -1334,7 +1335,7 @@ def leaf_tables(names, base, leaf: dict, seeds, store, paper: pd.DataFrame, meth
     out = []
     for name in names:
         t = time.perf_counter()
-        res = sweep(leaf_arms(base, name, leaf[name], **arms), seeds, store)
+        res = sweep(leaf_arms(base, name, leaf[name], clients=clients, **arms), seeds, store)
         out += [Markdown(f"**The paper's {LEAF_TABLE[name]} on {name}** ({res.computed} runs computed, {res.reused} "
                          f"reused, {time.perf_counter() - t:.0f} s): accuracy and F1 in %, ours the mean ± 95 % CI "
                          f"over {seeds_text(len(seeds))} at the last round"), styled(leaf_table(res, paper, name))]  # fmt: skip
