@@ -38,15 +38,15 @@ book: data
 paper: $(STAMP)
 	PFLBOOK_PROFILE=paper $(PY) tools/build_book.py --profile paper
 
-# The paper profile's dry run: every chapter at `paper` on stand-in data of the papers' shapes
-# (pflkit/fixtures.py), every budget cut to smoke's, on the CPU (PFLBOOK_DRY=1): minutes a chapter,
-# outside `make test`'s 15 minutes for now (make test checks every chapter's paper parameters,
-# datasets, preflight and cost instead).
+# The paper profile's dry run alone: every chapter at `paper` on stand-in data of the papers' shapes
+# (pflkit/fixtures.py), every budget cut to its dry value (profiles.budget), on the CPU (PFLBOOK_DRY=1).
+# `make test` runs it beside the chapters at smoke.
 paper-dry: $(STAMP)
 	$(call timed,chapters at paper-dry (two at a time),PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=6 -m paper_dry tests)
 
-# Unit tests (on both cores, one torch thread a worker) and every chapter executed once at the `smoke`
-# profile (papermill; a sample of each chapter's runs then recomputed whole, identical); the golden
+# Unit tests (on both cores, one torch thread a worker); every chapter executed once at the `smoke`
+# profile (papermill; a sample of each chapter's runs then recomputed whole, identical) and once at
+# the `paper` profile's dry run (the papers' datasets as fixtures, every budget at its dry value); the golden
 # claims: every chapter executed at `book` from the committed store (nothing computed), its claims
 # against tests/golden/ and every verdict word its page prints against its claims (`python
 # tools/claims_check.py --update` after a deliberate, reviewed change); the replay check of the
@@ -61,7 +61,7 @@ test: data
 	@rm -f $(TIMES)
 	$(call timed,lint,$(PY) -m ruff check .)
 	$(call timed,unit tests (both cores),PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15 -m "not notebooks" tests)
-	$(call timed,chapters at smoke (two at a time),PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=12 -m "notebooks and not paper_dry" tests)
+	$(call timed,chapters at smoke and at paper dry (two at a time),PFLBOOK_PROFILE=smoke $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=18 -m notebooks tests)
 	$(call timed,golden claims (every chapter at book from the committed store),$(PY) tools/build_book.py --profile book --no-build --jobs 2 && $(PY) tools/claims_check.py)
 	$(call timed,replay check,$(PY) -m pflkit replay)
 	$(call timed,book build,PFLBOOK_PROFILE=smoke $(PY) tools/build_book.py --profile smoke --no-execute)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
+import pytest
+import torch
 
 from pflkit.chapters.basics import (
     LEADS,
@@ -23,7 +27,9 @@ from pflkit.chapters.basics import (
     tally,
     training_text,
 )
+from pflkit.errors import NotInStore
 from pflkit.paper import parameters
+from tests.conftest import tiny_config
 
 
 def test_published_reads_the_settings_with_the_prefix_only():
@@ -221,3 +227,26 @@ def test_paper_cost_counts_the_running_on_and_a_pilot_that_is_not_the_runs_thems
     a_round = 20  # 20 clients x 1 local step
     steps = 2 * (2 * 3 * 10 + 2 * 2 * 2) * a_round + (6 + 7) * 3 * (20 + 40) * a_round + 2 * 1 * 2
     assert cost["steps"] == steps
+
+
+def test_the_engines_comparison_is_kept_in_the_store_and_computed_once(tmp_path, monkeypatch):
+    import pflkit.flower
+    from pflkit.chapters.basics import on_both_engines
+    from pflkit.engine import run
+    from pflkit.store import Store
+
+    calls = []
+
+    def fake_flower(cfg):  # Flower's simulation is tested in tests/test_flower.py; here: the keeping
+        calls.append(torch.get_num_threads())
+        return run(cfg)
+
+    monkeypatch.setattr(pflkit.flower, "run_flower", fake_flower)
+    cfg = tiny_config(clients=2, rounds=1)
+    store = Store(tmp_path)
+    first = on_both_engines(cfg, store)
+    assert calls == [1] and set(first) == {"in-process", "Flower simulation"}
+    assert on_both_engines(cfg, store) == first and calls == [1]  # the second call reads the store
+    assert on_both_engines(dataclasses.replace(cfg, seed=1), store) != first and len(calls) == 2
+    with pytest.raises(NotInStore):
+        on_both_engines(dataclasses.replace(cfg, seed=2), Store(tmp_path, read_only=True))

@@ -375,8 +375,8 @@ def paper_section() -> list[str]:
         "is missing). Its runs and optimiser steps per chapter, counted from the chapters' parameters at `paper` (an",
         "upper bound where seeds are planned from the spread), and the GPU-hours they take at "
         f"{1000 * seconds:.1f} ms a step, the median measured on {gpu} (`benchmarks/gpu_check.py`); evaluation",
-        "comes on top. `make paper-dry` executes every chapter at `paper` on stand-in data of the papers' shapes, every",
-        "budget cut to smoke's (the dry run, on the CPU).",
+        "comes on top. `make test` executes every chapter at `paper` on stand-in data of the papers' shapes, every",
+        "budget cut to its dry value (the dry run, on the CPU; alone: `make paper-dry`).",
         "",
         markdown_table(table),
         "",

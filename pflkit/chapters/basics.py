@@ -329,3 +329,26 @@ def training_text(rounds: int, local_steps: int | None, extend_cap: int, lr_grid
     if momentum == 0:
         text += ", plain SGD (no momentum)"
     return text
+
+
+def on_both_engines(cfg, store) -> dict:
+    """One run of ``cfg`` on the in-process engine and on Flower's simulation runtime (Ray), both with one
+    torch thread (float sums depend on the thread count): ``{"in-process": record, "Flower simulation":
+    record}``.  Kept in the chapter's store as one derived result (:meth:`pflkit.store.Store.derived`, keyed
+    by the run's canonical config): at `book` the committed store holds it, at `smoke` (CI) it runs live."""
+    import torch
+
+    from ..engine import run
+    from ..store import canonical
+
+    def both() -> dict:
+        from ..flower import run_flower  # here: Flower is imported only when the comparison runs
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return {"in-process": run(cfg), "Flower simulation": run_flower(cfg)}
+        finally:
+            torch.set_num_threads(threads)
+
+    return store.derived("engines", canonical(cfg, 1), both)
