@@ -260,6 +260,12 @@ def test_draw_fig3_shows_alpha_per_client_at_a_few_rounds(shown):
     assert [t.get_text() for t in axes[2].texts][:3] == ["0.9", "0.1", "0.1"]  # client 0 at the last round
 
 
+def test_draw_fig3_at_one_round_shows_that_round_alone(shown):
+    _, part = pairs_world(rounds=1)  # the paper profile's dry run: one round of the pairs
+    fig = sec.draw_fig3(params(pair_rounds=1), part)
+    assert [ax.get_title() for ax in fig.axes] == ["round 1", "round 1"]
+
+
 def test_fig3_claims_judge_the_pairs_alpha_and_say_round_one(shown):
     pairs, part = pairs_world(rounds=4)
     mb = tiny_config(method="pfedmb", options={"alpha_lr": 1.0, "alpha_momentum": 0.0})
@@ -888,3 +894,6 @@ def test_glue_texts_glue_the_parameters_sentences_and_setup_card(monkeypatch, sh
     sec.glue_texts(P, runs, paper=sec.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
     assert values["DATA_TEXT"] == "CIFAR-10 and CIFAR-100" and values["TRAIN_IMAGES_TEXT"] == "all 50 000"
     assert values["DEVIATIONS_TEXT"].startswith("cifar10 and cifar100 as in the paper, the kit's LeNet with 8 and 16")
+    P = params(alpha_lr_grid={"momentum": [1.0]})  # the paper profile's dry run: one variant on α
+    sec.glue_texts(P, runs, paper=sec.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
+    assert values["ALPHA_GRID_MOM"] == [1.0] and values["ALPHA_GRID_PLAIN"] == []

@@ -372,7 +372,9 @@ def draw_fig3(P: Params, part: PairPartitions):
     """Figure 3: each client's α over the branches at a few rounds, eq. 5 (top) and eq. 6 (bottom), on the
     first seed of the pairs (``part``).  Returns the figure."""
     s0, order = part.s0, part.order
-    heat_rounds = sorted({1, 2, max(1, P.pair_rounds // 4), max(1, P.pair_rounds // 2), P.pair_rounds})
+    heat_rounds = sorted(
+        {1, min(2, P.pair_rounds), max(1, P.pair_rounds // 4), max(1, P.pair_rounds // 2), P.pair_rounds}
+    )
     fig, axes = plt.subplots(2, len(heat_rounds), figsize=(min(9.5, 1.9 * len(heat_rounds)), 5.2), squeeze=False)
     ylabels = [f"{i} (pair {p})" for i, p in zip(order, part.pair_id[s0][order])]
     for r, label in enumerate(VARIANTS):
@@ -1976,7 +1978,7 @@ def glue_texts(P: Params, runs, *, paper: PaperTable2, cap_text: str, paper_peak
                    f"{P.paper_epochs} (§V-A)." if P.epochs != P.paper_epochs else f"E = {P.epochs} local epochs, as in the paper (§V-A)."),
         "PAIR_GROUPS": P.pair_clients // 2,
         "ALPHA_GRID_MOM": P.alpha_lr_grid["momentum"],
-        "ALPHA_GRID_PLAIN": P.alpha_lr_grid["no momentum"],
+        "ALPHA_GRID_PLAIN": P.alpha_lr_grid.get("no momentum", []),  # the paper profile's dry run pilots one variant
         "SEED_CAP": SEED_CAP,
         "T2_CAP_TEXT": cap_text,
         "SETTINGS_RUN_TEXT": (
