@@ -901,17 +901,19 @@ def test_dry_fields_only_in_the_paper_profiles_dry_run(monkeypatch):
     assert dry_fields("paper") == {"val_fraction": 0.5} and dry_fields("smoke") == {} and dry_fields("book") == {}
 
 
-def test_dry_counts_cap_table2s_clients_in_the_dry_run_only(monkeypatch):
-    from pflkit.chapters.ktpfl import DRY_CLIENTS, dry_counts, sampling_rate
+def test_the_dry_runs_table2_counts_sample_both_ways(monkeypatch):
+    """The dry run's Table 2 client counts (its parameters cell's ``dry=``) stand for the paper's 20 and 100:
+    the first every client a round, the second at 0.1 a round; smoke's, book's and paper's stay as they were."""
+    from pflkit.chapters.ktpfl import sampling_rate
+    from pflkit.paper import parameters
 
-    monkeypatch.delenv("PFLBOOK_DRY", raising=False)
-    assert dry_counts([20, 100], "paper") == [20, 100] and dry_counts([4], "smoke") == [4]
     monkeypatch.setenv("PFLBOOK_DRY", "1")
-    assert dry_counts([20, 100], "paper") == [20, 30] == [20, DRY_CLIENTS] and dry_counts([20, 100], "book") == [
-        20,
-        100,
-    ]
-    assert sampling_rate(DRY_CLIENTS) == 0.1  # the large count's sampling is still exercised
+    first, *rest = counts = parameters("ktpfl", "paper")["TABLE2_CLIENT_COUNTS"]
+    assert sampling_rate(first) == 1.0 and rest and all(sampling_rate(n) == 0.1 for n in rest) and max(counts) <= 30
+    monkeypatch.delenv("PFLBOOK_DRY")
+    assert parameters("ktpfl", "paper")["TABLE2_CLIENT_COUNTS"] == [20, 100]
+    assert parameters("ktpfl", "book")["TABLE2_CLIENT_COUNTS"] == [20, 100]
+    assert parameters("ktpfl", "smoke")["TABLE2_CLIENT_COUNTS"] == [4]
 
 
 def test_the_paper_profiles_models_take_each_paper_datasets_images(monkeypatch):

@@ -1201,17 +1201,6 @@ def dry_fields(profile: str) -> dict:
     return {"val_fraction": 0.5} if profile == "paper" and dry() else {}
 
 
-DRY_CLIENTS = 30  # the most clients the fixtures' few hundred images hold (Table 2's 100, in the dry run only)
-
-
-def dry_counts(counts: list[int], profile: str) -> list[int]:
-    """Table 2's client counts, in the `paper` profile's dry run capped at :data:`DRY_CLIENTS` (on fixture data 100
-    clients leave some client no training image; 30 are still sampled at 0.1 a round); unchanged elsewhere."""
-    from ..profiles import dry
-
-    return [min(n, DRY_CLIENTS) for n in counts] if profile == "paper" and dry() else list(counts)
-
-
 # --- the paper profile's cost ----------------------------------------------------------------------------------
 
 TRAIN_SIZES = {"fashion-mnist": 60_000, "mnist": 60_000, "emnist-balanced": 112_800, "cifar10": 50_000}
