@@ -945,7 +945,7 @@ def fake_run(calls: list, acc: dict):
     return run
 
 
-def test_table1_runs_pilot_plan_and_runs_per_client_count(monkeypatch):
+def test_table1_runs_pilot_plan_and_runs_per_client_count():
     t1c = partial(ch.table1_config, _config, updates=100, local_steps=7, images=(None, None), clip=50.0, options={},
                   evals=4)  # fmt: skip
     calls = []
@@ -965,35 +965,6 @@ def test_table1_runs_pilot_plan_and_runs_per_client_count(monkeypatch):
     assert list(out["plan"].index) == [t1_text(n, hn, "Local", ", CIFAR-100") for n in (10, 50) for hn in NAMES.values()
                                        if hn != "Local"]  # fmt: skip
     assert out["runs"][50].values("pFedHN").tolist() == pytest.approx([90.0, 91.0, 92.0])  # decided at the pilot
-    monkeypatch.setattr(ch, "dry", lambda: True)
-    monkeypatch.setattr(ch, "fixture_splits", lambda cfg: cfg.clients < 50)
-    dry = ch.table1_runs(t1c, [10, 50], ["pfedhn", "local"], [], NAMES.get, run=fake_run([], {"pFedHN": 0.9, "Local": 0.7,
-                         "pFedHN avg": 0.8, "pFedHN noclip": 0.8}), seeds=[0], cap=1, resolution=1.0, averaged="pFedHN avg", averaged_clients=5,
-                         no_clip="pFedHN noclip")  # fmt: skip
-    assert list(dry["runs"]) == [10]  # the count the stand-in data cannot split is left out
-
-
-def test_fixture_splits_says_whether_the_stand_in_data_split(monkeypatch, capsys):
-    cfg = _config("fedavg", clients=100, updates=10, dataset="cifar100")
-
-    def fails(message):
-        def from_config(c):
-            assert c.device == "cpu"
-            raise ch.PflkitError(message)
-
-        return from_config
-
-    monkeypatch.setattr(ch.Federation, "from_config", fails("impossible partition: client 3 gets 1 training samples"))
-    assert ch.fixture_splits(cfg) is False
-    assert "Table 1 on CIFAR-100 at 100 clients left out" in capsys.readouterr().out
-    monkeypatch.setattr(ch.Federation, "from_config", fails("no such dataset"))
-    with pytest.raises(ch.PflkitError, match="no such dataset"):  # any other error still stops the run
-        ch.fixture_splits(cfg)
-    clients = [SimpleNamespace(val_idx=[]), SimpleNamespace(val_idx=[4])]
-    monkeypatch.setattr(ch.Federation, "from_config", lambda c: SimpleNamespace(clients=clients))
-    assert ch.fixture_splits(cfg) is True
-    monkeypatch.setattr(ch.Federation, "from_config", lambda c: SimpleNamespace(clients=clients[:1]))
-    assert ch.fixture_splits(cfg) is False and "no client has validation data" in capsys.readouterr().out
 
 
 def test_table1_shown_and_claims_set_each_dataset_beside_the_papers_same_dataset():

@@ -106,3 +106,17 @@ def test_results_have_provenance_and_both_accuracies(tiny_fed):
     assert {"git_commit", "device", "wall_time_s", "pflkit", "seed"} <= set(res["provenance"])
     assert 1 <= res["best_by_val"]["round"] <= 2
     assert all(0 <= a <= 1 for a in res["final"]["per_client_acc"])
+
+
+def test_macro_f1_is_scikit_learns_bit_for_bit():
+    from sklearn.metrics import f1_score
+
+    from pflkit.engine import macro_f1
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n, k = int(rng.integers(1, 200)), int(rng.integers(1, 120))
+        true = rng.integers(0, k, n)
+        pred = np.where(rng.random(n) < rng.random(), true, rng.integers(0, k, n))  # right some of the time
+        assert macro_f1(true, pred) == f1_score(true, pred, average="macro", zero_division=0)
+    assert macro_f1(np.array([3]), np.array([7])) == 0.0  # labels in either array count, as there

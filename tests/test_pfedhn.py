@@ -264,3 +264,24 @@ def test_swap_accuracy_under_a_shared_embedding_is_the_same_for_every_donor(tiny
     run(cfg, tiny_fed(cfg), on_round=lambda r, row, s, c: captured.update(s=s, c=c))
     mix = np.array(swap_accuracy(captured["s"], captured["c"]))
     assert (mix == mix[:, :1]).all()  # one generated model: own and swapped are the same
+
+
+def test_swap_accuracy_generates_each_clients_model_once_and_matches_generating_it_per_pair(tiny_fed):
+    cfg = tiny_config(method="pfedhn-pc", rounds=2)
+    captured = {}
+    run(cfg, tiny_fed(cfg), on_round=lambda r, row, s, c: captured.update(s=s, c=c))
+    server, clients = captured["s"], captured["c"]
+    per_pair = []  # the matrix with θ_j generated afresh for every (i, j)
+    for ci in clients:
+        x, y = ci.data.split("test")
+        model = ci.eval_model(server.eval_message(ci.cid))
+        per_pair.append([])
+        for cj in clients:
+            model.load_state_dict(server.eval_message(cj.cid)["weights"], strict=False)
+            per_pair[-1].append(evaluate(model, x, y)["correct"] / len(y))
+        model.load_state_dict(server.eval_message(ci.cid)["weights"], strict=False)
+    calls = []
+    generate = server.eval_message
+    server.eval_message = lambda cid: calls.append(cid) or generate(cid)
+    assert swap_accuracy(server, clients) == per_pair
+    assert sorted(calls) == [c.cid for c in clients]  # n hypernetwork passes, not n²

@@ -17,14 +17,12 @@ from sklearn.metrics import silhouette_score
 from sklearn.neighbors import KNeighborsClassifier
 
 from ..engine import Federation, build
-from ..errors import PflkitError
 from ..federated import evaluate
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
 from ..pages import claims_tally as tally  # noqa: F401  (the sentence under the claims table)
 from ..pages import folded
 from ..partitions import total_variation
 from ..plots import arm_palette, claims_plot  # importing it shows a notebook's figures with their text size
-from ..profiles import dry
 from ..results import absent_rival, margin_text
 from ..verdicts import (
     arm_seeds,
@@ -1090,26 +1088,6 @@ def draw_curves(t1: dict, t1_arms: dict):
     return fig
 
 
-def fixture_splits(cfg) -> bool:
-    """Whether the dry run's stand-in of ``cfg``'s dataset (:mod:`pflkit.fixtures`: a few images a class)
-    can be split as ``cfg`` asks, with validation data for the strongest baseline's choice.  CIFAR-100's
-    (8 training images a class) cannot at 50 and 100 clients of ten classes each (a client gets one or two
-    images, none left to validate): the dry run leaves those columns of Table 1 out, and says so; the
-    `paper` profile on the real data runs them (a stand-in of 20 images a class would too)."""
-    try:
-        fed = Federation.from_config(dataclasses.replace(cfg, device="cpu"))
-    except PflkitError as err:
-        if "impossible partition" not in str(err):
-            raise
-        why = str(err)
-    else:
-        if any(len(c.val_idx) for c in fed.clients):
-            return True
-        why = "no client has validation data"
-    print(f"dry run: Table 1 on {data_label(cfg.dataset)} at {cfg.clients} clients left out: {why}")
-    return False
-
-
 def table1_runs(table1_config, counts, methods, only_smallest, name, *, run, seeds, cap: int, resolution: float,
                 where: str = "", **options) -> dict:  # fmt: skip
     """Table 1 on one dataset (``table1_config``: its runs, :func:`table1_config` with the dataset's config):
@@ -1117,8 +1095,6 @@ def table1_runs(table1_config, counts, methods, only_smallest, name, *, run, see
     ``seeds``, the seed plan pooled over the table (:func:`t1_seed_plan`, ``where``: the dataset in the
     claims' text) and the runs each claim's arms make to it; ``run(arms, seeds)``: a sweep.  Returns a
     dict of ``config``, ``arms``, ``pilot``, ``plan`` and ``runs`` (clients -> sweep)."""
-    if dry():  # the dry run's stand-in data: a client count they cannot split is left out (see fixture_splits)
-        counts = [n for n in counts if n == counts[0] or fixture_splits(table1_config(methods[0], n))]
     arms = table1_arms(table1_config, counts, methods, only_smallest, name, **options)
     pilot = {n: run(a, seeds) for n, a in arms.items()}
     plan, planned = t1_seed_plan(pilot, seeds, cap=cap, resolution=resolution, where=where)

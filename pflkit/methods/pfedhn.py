@@ -279,15 +279,16 @@ def swap_accuracy(server: PFedHNServer, clients: list[Client]) -> list[list[floa
     the hypernetwork generates for ``clients[j]`` (pFedHN: the whole model θ_j; pFedHN-PC: the feature
     extractor θ_j under client i's own classifier ω_i).  The diagonal is each client's own model.
     ``clients`` may be any subset whose models share one architecture (one size group of Table 2)."""
+    messages = {c.cid: server.eval_message(c.cid) for c in clients}  # each θ_j generated once, not once a row
     mix = []
     for ci in clients:
         x, y = ci.data.split("test")
-        model = ci.eval_model(server.eval_message(ci.cid))  # client i's model: θ_i (and its head ω_i)
+        model = ci.eval_model(messages[ci.cid])  # client i's model: θ_i (and its head ω_i)
         row = []
         for cj in clients:
-            model.load_state_dict(server.eval_message(cj.cid)["weights"], strict=False)  # θ_j, anything else kept
+            model.load_state_dict(messages[cj.cid]["weights"], strict=False)  # θ_j, anything else kept
             row.append(evaluate(model, x, y)["correct"] / len(y))
-        model.load_state_dict(server.eval_message(ci.cid)["weights"], strict=False)
+        model.load_state_dict(messages[ci.cid]["weights"], strict=False)
         mix.append(row)
     return mix
 
