@@ -186,7 +186,9 @@ def hold_out_public(ds: FedDataset, n: int, seed: int = 0) -> tuple[FedDataset, 
     public = _stratified(ds.y_train, n, seed, 3)
     rest = torch.ones(len(ds.y_train), dtype=torch.bool)
     rest[public] = False
-    out = dataclasses.replace(ds, x_train=ds.x_train[rest], y_train=ds.y_train[rest])
+    out = dataclasses.replace(
+        ds, x_train=ds.x_train[rest], y_train=ds.y_train[rest], info=_users_kept(ds.info, "train", rest)
+    )
     return out, ds.x_train[public]
 
 
@@ -218,10 +220,21 @@ def subsample(ds: FedDataset, train: int | None, test: int | None, seed: int = 0
         return ds
     out = ds
     if tr is not None:
-        out = dataclasses.replace(out, x_train=out.x_train[tr], y_train=out.y_train[tr])
+        out = dataclasses.replace(
+            out, x_train=out.x_train[tr], y_train=out.y_train[tr], info=_users_kept(out.info, "train", tr)
+        )
     if te is not None:
-        out = dataclasses.replace(out, x_test=out.x_test[te], y_test=out.y_test[te])
+        out = dataclasses.replace(
+            out, x_test=out.x_test[te], y_test=out.y_test[te], info=_users_kept(out.info, "test", te)
+        )
     return out
+
+
+def _users_kept(info: dict, split: str, keep) -> dict:
+    """``info`` with its per-image writers of ``split`` (``train_user``/``test_user``: a dataset with
+    users, LEAF's) cut to the images ``keep`` (indices or a mask), as the images are."""
+    key = f"{split}_user"
+    return info if key not in info else dict(info, **{key: torch.as_tensor(info[key])[keep]})
 
 
 # ----------------------------------------------------------------------------- metrics

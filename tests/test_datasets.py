@@ -330,6 +330,26 @@ def test_celeba_leaf_json_images_and_natural_partition(tmp_path):
     assert [c.test.tolist() for c in part.clients] == [[], [0]]
 
 
+def test_a_subset_of_a_dataset_with_users_keeps_each_image_s_writer():
+    """train_images / test_images (and a public hold-out) on a dataset with users cut its per-image writers too:
+    a natural partition of the subset indexes the subset, each client's images its writer's."""
+    from pflkit.federation import hold_out_public, subsample
+
+    n, m = 40, 12
+    train_user, test_user = torch.arange(n) // 10, torch.arange(m) // 3  # four writers; each image shows its writer
+    ds = data.FedDataset(
+        "writers", train_user.view(-1, 1, 1, 1).to(torch.uint8), torch.arange(n) % 2,
+        test_user.view(-1, 1, 1, 1).to(torch.uint8), torch.arange(m) % 2, classes=["a", "b"], mean=(0.5,), std=(0.25,),
+        info={"users": ["u0", "u1", "u2", "u3"], "train_user": train_user, "test_user": test_user},
+    )  # fmt: skip
+    small, _ = hold_out_public(subsample(ds, 20, 6), 4)
+    assert len(small.info["train_user"]) == len(small.y_train) == 16 and len(small.info["test_user"]) == 6
+    part = partition_dataset(small, "natural", 4, val_fraction=0.25)
+    for u, c in enumerate(part.clients):  # every image a client holds is its writer's
+        assert (small.x_train[np.concatenate([c.train, c.val])] == u).all() and (small.x_test[c.test] == u).all()
+    assert sum(len(c.train) + len(c.val) for c in part.clients) == 16
+
+
 def test_natural_protocol_needs_users():
     from pflkit.partitions import make_partition
 
