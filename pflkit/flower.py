@@ -215,6 +215,22 @@ if ClientApp is not None:
 
 
 NODE_WAIT_S = 15.0  # seconds a ServerApp waits for its nodes to register (PFLKIT_FLOWER_NODE_WAIT overrides)
+PULL_S = 0.2  # seconds between a ServerApp's pulls of its replies (Flower's send_and_receive waits 3 on a deployment)
+
+
+def exchange(grid, messages: list) -> list:
+    """``grid.send_and_receive(messages)`` (no timeout: every reply, or wait), pulling the replies every
+    :data:`PULL_S` seconds: a round of messages a deployed node answers in a second then takes a second,
+    not a multiple of Flower's 3-second wait."""
+    waiting = set(grid.push_messages(messages))
+    replies = []
+    while waiting:
+        pulled = list(grid.pull_messages(waiting))
+        replies += pulled
+        waiting -= {reply.metadata.reply_to_message_id for reply in pulled}
+        if waiting:
+            time.sleep(PULL_S)
+    return replies
 
 
 class FlowerClients:
@@ -249,7 +265,7 @@ class FlowerClients:
             for key, payload in calls.items()
         ]  # fmt: skip
         out = {}
-        for reply in self.grid.send_and_receive(messages):
+        for reply in exchange(self.grid, messages):
             if reply.has_error():
                 raise PflkitError(f"a Flower node failed on {kind}: {reply.error.reason}")
             _, cid, payload = read(reply)
