@@ -917,8 +917,8 @@ def test_the_dry_runs_table2_runs_the_papers_first_count(monkeypatch):
 
 
 def test_the_paper_profiles_models_take_each_paper_datasets_images(monkeypatch):
-    """The dry run narrows the architectures (their widths are a budget); the full-width ones of the `paper` profile
-    and Table 2's CNN build and classify each headline dataset's images here."""
+    """The dry run narrows the architectures (their widths are a budget) and runs Table 2 on smoke's model; the
+    full-width ones of the `paper` profile and Table 2's CNN build and classify each headline dataset's images here."""
     import torch
 
     from pflkit.models import build_model
@@ -935,3 +935,4 @@ def test_the_paper_profiles_models_take_each_paper_datasets_images(monkeypatch):
                 assert build_model(name, shape, k).eval()(torch.zeros(2, *shape)).shape == (2, k)
     monkeypatch.setenv("PFLBOOK_DRY", "1")
     assert parameters("ktpfl", "paper")["ARCHS"] == parameters("ktpfl", "smoke")["ARCHS"]  # the dry run's
+    assert parameters("ktpfl", "paper")["HOMOG_MODEL"] == parameters("ktpfl", "smoke")["HOMOG_MODEL"]  # its Table 2's
