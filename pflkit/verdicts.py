@@ -1,13 +1,19 @@
-"""The book's one verdict rule, and the claims tables built on it.
+"""The book's one verdict rule, the size judgement beside it, and the claims tables built on them.
 
 A claim compares two arms on the same seeds (same seed ⇒ same partition, initialisation and
-client sampling).  :func:`verdict` takes the per-seed differences, their mean and 95 % t-interval:
-*reproduces* when the interval excludes 0 on the paper's side, *contradicted* when it excludes 0
-on the other side, *inconclusive* otherwise.  A "no difference" claim states a margin and
-reproduces only when the whole interval lies in ±margin (contradicted when it lies wholly
-outside).  Fewer than :data:`MIN_SEEDS` seeds: *not tested*.  A verdict resting on an arm that was
-still improving at its end says *budget-limited* beside its word
-(:func:`pflkit.sweeps.still_improving`).
+client sampling).  :func:`verdict` takes the per-seed differences, their mean and 95 % t-interval.
+A directional claim ("a beats b", resolution m): *no difference* when the interval lies wholly inside
+± m (whether or not it excludes 0), else *reproduces* when it excludes 0 on the paper's side,
+*contradicted* when it excludes 0 on the other side, *inconclusive* otherwise.  A "comparable (± m)"
+claim is an equivalence test (two one-sided tests: its 90 % interval inside ± m reproduces it, wholly
+outside contradicts it); a "beats" claim whose paper margin is smaller than m on the paper's own
+scale is a tie, tested as non-inferiority at − m.  Fewer than :data:`MIN_SEEDS` seeds: *not tested*.
+
+Beside the word, the **size**: the paper's margin for the same comparison (:class:`PaperMargin`),
+carried to our scale as a relative reduction of error, against our interval (:func:`size_of`).  A
+claim whose carried margin is below m is *saturated* (no room for the paper's effect here) and reads
+*not tested* unless its interval lies wholly beyond − m.  Flags (*budget-limited*, *saturated*,
+*mechanism inert*) stand beside the word (:func:`pflkit.sweeps.still_improving`).
 """
 
 from __future__ import annotations
@@ -34,17 +40,30 @@ SEED_CAP = 10  # the most seeds a claim is planned for at `book`
 DECISION_FLOOR = 0.5  # points: no claim is planned to resolve less than this
 SD_UPPER = 0.8  # the seed plan uses this one-sided upper confidence bound on the spread
 
+EQUIVALENCE = 0.90  # a "comparable (± m)" claim: two one-sided tests at 5 %, i.e. its 90 % interval inside ± m
 MEANINGS = {  # each word in one line, for a page that lists them (the verdict rule has the detail)
-    "reproduces": "our 95 % interval excludes 0 on the paper's side (a no-difference claim: it lies inside the margin)",
-    "contradicted": "it excludes 0 on the other side (a no-difference claim: it lies wholly outside the margin)",
-    "no difference": "it excludes neither side but lies inside ± m: the claimed advantage is absent at that resolution",
+    "reproduces": "our 95 % interval excludes 0 on the paper's side and leaves ± m (a comparable claim: its 90 % "
+    "interval lies inside ± m; a tie: it lies above − m)",
+    "contradicted": "it excludes 0 on the other side (a comparable claim: it lies wholly outside ± m; a tie: below − m)",
+    "no difference": "it lies wholly inside ± m, whether or not it excludes 0: the claimed advantage is absent at that "
+    "resolution",
     "inconclusive": "the claim ran to its seed plan and its interval still decides nothing",
-    "underpowered": "its pilot shows that the seed cap cannot decide it, so no more seeds were run",
-    "not tested": f"fewer than {MIN_SEEDS} seeds, or nothing here can measure it",
+    "underpowered": "it did not run to the seeds its plan needs (the plan says how many): the cap cannot reach them, or "
+    "they were not run",
+    "not tested": f"fewer than {MIN_SEEDS} seeds, a saturated setting (no room for the paper's effect here), or nothing "
+    "here can measure it",
+}
+SIZES = ("as the paper's", "smaller than the paper's", "larger than the paper's", "size undetermined")
+SIZE_MEANINGS = {  # the second judgement, beside the word of every claim with a numeric paper margin
+    "as the paper's": "our 95 % interval excludes 0 and holds the paper's margin carried to our scale",
+    "smaller than the paper's": "the carried margin lies above our interval (in the paper's direction)",
+    "larger than the paper's": "the carried margin lies below our interval",
+    "size undetermined": "our interval holds both 0 and the carried margin",
 }
 FLAG_MEANINGS = {  # each flag in one line; a flag stands beside the word, never in its place
     BUDGET_LIMITED: "an arm of the claim was still improving when its budget ended (how far it still rose is given)",
-    SATURATED: "the setting leaves no room to judge (an arm within 2 points of 100 %, or every arm alike): no headline",
+    SATURATED: "the setting leaves no room for the paper's effect (carried to our error it is below m; without a "
+    "paper margin: an arm within 2 points of 100 %, or every arm alike): the word is not tested, no headline",
     INERT: "what makes the method different does not act in these runs (its mechanism check), so the word says "
     "nothing about that mechanism",
 }
@@ -66,52 +85,146 @@ def seeds_text(seeds) -> str:
 class Verdict:
     word: str  # one of WORDS
     mean: float  # mean paired difference (a − b), in the metric's unit × scale
-    lo: float  # 95 % t-interval
+    lo: float  # the interval the word was judged on (95 %; 90 % for a comparable claim)
     hi: float
     n: int  # paired seeds
-    margin: float | None = None  # "no difference" claims
+    margin: float | None = None  # "comparable (± margin)" and tie claims
     budget: bool | None = False  # True: an arm was still improving; None: not measurable
     unit: str = "points"
+    test: str = "beats"  # "beats", "comparable" (equivalence, ± margin) or "tie" (non-inferiority at − margin)
+    m: float | None = None  # the resolution of a "beats" claim
+    diffs: tuple = ()  # the paired differences it was judged on
+    level: float = CONFIDENCE  # of the interval lo, hi
 
     @property
     def flag(self) -> str:
         return {True: "budget-limited", None: "budget not measured", False: ""}[self.budget]
 
+    @property
+    def ci(self) -> tuple[float, float]:
+        """The 95 % interval (what the size judgement reads, whatever the word's test)."""
+        mean, half, _ = interval(self.diffs) if self.diffs else (self.mean, float("nan"), self.n)
+        return (self.lo, self.hi) if self.level == CONFIDENCE or not self.diffs else (mean - half, mean + half)
+
     def __str__(self) -> str:
         if self.n < MIN_SEEDS:
             what = f"{self.mean:+.1f} {self.unit} on {seeds_text(self.n)}" if self.n else "no paired runs"
             return f"not tested ({what}; a verdict needs {MIN_SEEDS} seeds)"
-        text = f"{self.word} ({self.mean:+.1f} {self.unit}, 95 % CI [{self.lo:+.1f}, {self.hi:+.1f}], {self.n} seeds"
+        pct = f"{100 * self.level:.0f} %"
+        text = f"{self.word} ({self.mean:+.1f} {self.unit}, {pct} CI [{self.lo:+.1f}, {self.hi:+.1f}], {self.n} seeds"
         text += f", margin ±{self.margin:g})" if self.margin is not None else ")"
         return text + (f", {self.flag}" if self.flag else "")
 
 
 def verdict(
     diffs, *, margin: float | None = None, budget: bool | None = False, unit: str = "points",
-    resolution: float | None = None,
+    resolution: float | None = None, test: str | None = None,
 ) -> Verdict:  # fmt: skip
-    """The book's one rule, on paired differences ``a − b`` (the paper's side is ``> 0``;
-    with ``margin``, the claim is "no difference": ``|a − b| < margin``).  ``resolution`` (a
-    directional claim's m): an interval that excludes neither side but lies inside ± m reads
-    *no difference* (the claimed advantage is absent at that resolution) instead of
-    *inconclusive*."""
-    mean, half, n = interval(diffs)
+    """The book's one rule, on paired differences ``a − b`` (the paper's side is ``> 0``).
+
+    * A directional claim ("a beats b"): *no difference* when the 95 % interval lies wholly inside
+      ± m, whether or not it excludes 0 (m: ``resolution``; in points :data:`RESOLUTION` unless the
+      claim states another; in another unit only when given); else *reproduces* / *contradicted*
+      when it excludes 0 on the paper's / the other side; else *inconclusive*.
+    * ``margin`` M (``test="comparable"``, the default with a margin): an equivalence test, two
+      one-sided tests at 5 %: *reproduces* when the 90 % interval lies inside ± M, *contradicted*
+      when it lies wholly outside, else *inconclusive*.
+    * ``test="tie"`` (a "beats" claim whose paper margin is below m on the paper's own scale):
+      non-inferiority at − M, on the 95 % interval: *reproduces* above − M, *contradicted* below."""
+    values = tuple(float(x) for x in diffs if x == x)
+    test = test or ("beats" if margin is None else "comparable")
+    if test == "beats" and resolution is None and unit == "points":
+        resolution = RESOLUTION
+    level = EQUIVALENCE if test == "comparable" else CONFIDENCE
+    mean, half, n = interval(values, level)
+    common = dict(margin=margin, budget=budget, unit=unit, test=test, m=resolution, diffs=values, level=level)
     if n < MIN_SEEDS:
-        return Verdict("not tested", mean, float("nan"), float("nan"), n, margin, budget, unit)
+        return Verdict("not tested", mean, float("nan"), float("nan"), n, **common)
     lo, hi = mean - half, mean + half
-    if margin is None:
-        word = "reproduces" if lo > 0 else "contradicted" if hi < 0 else "inconclusive"
-        if word == "inconclusive" and resolution is not None and -resolution < lo and hi < resolution:
+    if test == "beats":
+        m = resolution
+        if m is not None and -m < lo and hi < m:
             word = "no difference"
+        else:
+            word = "reproduces" if lo > 0 else "contradicted" if hi < 0 else "inconclusive"
+    elif test == "comparable":
+        inside, outside = -margin < lo and hi < margin, lo > margin or hi < -margin
+        word = "reproduces" if inside else "contradicted" if outside else "inconclusive"
+    elif test == "tie":
+        word = "reproduces" if lo > -margin else "contradicted" if hi < -margin else "inconclusive"
     else:
-        word = (
-            "reproduces"
-            if -margin < lo and hi < margin
-            else "contradicted"
-            if lo > margin or hi < -margin
-            else "inconclusive"
-        )
-    return Verdict(word, mean, lo, hi, n, margin, budget, unit)
+        raise ValueError(f"unknown test {test!r}: beats, comparable or tie")
+    return Verdict(word, mean, lo, hi, n, **common)
+
+
+# ----------------------------------------------------------------------------- the paper's size
+
+
+class PaperMargin(str):
+    """The paper's margin for a claim's *own* comparison, as the claims tables print it (the string)
+    and as numbers: ``margins``, a − b in the claim's unit per dataset the paper reports (``datasets``);
+    ``values``, the paper's two accuracies (%) per dataset, (a, b), when the margin is a difference of
+    accuracies, so that it can be carried to our scale as a relative reduction of error; ``strongest``,
+    the paper's margin against its strongest comparator in that table and column where that is another
+    comparator ("+2.7 vs Sim-pFD").  ``sd``: the paper's spread of the margin, where it reports one."""
+
+    margins: tuple
+    datasets: tuple
+    values: tuple
+    strongest: str
+    vs: str
+
+    def __new__(cls, text: str, margins, *, datasets=(), values=(), strongest: str = "", vs: str = ""):
+        self = super().__new__(cls, text)
+        self.margins = tuple(float(x) for x in margins)
+        self.datasets, self.values = tuple(datasets), tuple(tuple(map(float, v)) for v in values)
+        self.strongest, self.vs = strongest, vs
+        if self.values and len(self.values) != len(self.margins):
+            raise ValueError("one (a, b) pair of accuracies per margin")
+        return self
+
+    def carried(self, ours_b: float | None) -> tuple[float, ...]:
+        """The margins carried to our scale: the paper's relative reduction of error,
+        (err_b − err_a) / err_b, applied to our comparator's error ``100 − ours_b`` (an assumption the
+        glossary states: the effect scales with the error there is to remove).  Margins that are not
+        differences of accuracies, or with no comparator of ours, are carried as printed."""
+        if not self.values or ours_b is None or ours_b != ours_b:
+            return self.margins
+        return tuple((a - b) / (100 - b) * (100 - ours_b) if b < 100 else 0.0 for a, b in self.values)
+
+    def tie(self, m: float) -> bool:
+        """A "beats" claim whose paper margins are all smaller than ``m`` on the paper's own scale."""
+        return bool(self.margins) and max(abs(x) for x in self.margins) < m
+
+
+def carried_text(carried) -> str:
+    """Carried margins as the tables print them: "+1.2" or "+0.3 to +1.9"."""
+    lo, hi = min(carried), max(carried)
+    return f"{lo:+.1f}" if round(lo, 1) == round(hi, 1) else f"{lo:+.1f} to {hi:+.1f}"
+
+
+def size_of(lo: float, hi: float, carried) -> str:
+    """The size judgement (:data:`SIZES`): our 95 % interval [``lo``, ``hi``] against the paper's margins
+    carried to our scale (one per dataset the paper reports), read in the paper's direction."""
+    s = 1.0 if sum(carried) >= 0 else -1.0
+    a, b = sorted((s * lo, s * hi))
+    c_lo, c_hi = sorted((s * min(carried), s * max(carried)))
+    if c_hi < a:
+        return "larger than the paper's"
+    if c_lo > b:
+        return "smaller than the paper's"
+    return "size undetermined" if a <= 0 <= b else "as the paper's"
+
+
+def size_note(size: str, paper: PaperMargin, carried, lo: float, hi: float) -> str:
+    """The size judgement in a few words: "the paper's +7.5 (FMNIST), carried +1.9, lies above [−4.8, +2.9]"."""
+    where = {"smaller than the paper's": "lies above", "larger than the paper's": "lies below"}.get(size, "and")
+    theirs = ", ".join(f"{x:+.2g}" if abs(x) < 1 else f"{x:+.1f}" for x in paper.margins)
+    shown = f"the paper's {theirs}, carried {carried_text(carried)},"
+    if size in ("as the paper's", "size undetermined"):
+        holds = "holds it" if size == "as the paper's" else "holds it and 0"
+        return f"{shown} our [{lo:+.1f}, {hi:+.1f}] {holds}"
+    return f"{shown} {where} our [{lo:+.1f}, {hi:+.1f}]"
 
 
 # ----------------------------------------------------------------------------- the seed plan
@@ -178,7 +291,9 @@ def seed_plan(
     for name, diffs in claims.items():
         sd, dof = shared if pool else pooled_sd([diffs])
         res = resolution.get(name) if isinstance(resolution, dict) else resolution
-        pilot = verdict(diffs, margin=margins.get(name), resolution=res)
+        # the pilot decides it with its resolution when one is given (0 disables the default m: the plan
+        # as it ran before the rule applied m both ways, so that the seeds run stay those of the store)
+        pilot = verdict(diffs, margin=margins.get(name), resolution=0.0 if res is None else res)
         least = floor.get(name, DECISION_FLOOR) if isinstance(floor, dict) else floor
         m = max(to_clear(pilot.mean, margins.get(name), res), least) if pilot.n else float("nan")
         upper = sd_upper(sd, dof)
@@ -224,21 +339,22 @@ def _seeds(n: int, pilot: list[int]) -> list[int]:
 
 
 def underpowered(v: Verdict, plan: pd.DataFrame | None, name: str) -> tuple[str, str]:
-    """The verdict word of a claim run to ``plan``, and a note: a claim the plan could not decide
-    within its cap that its seeds left undecided reads *underpowered*, with the seeds it needs; an
-    undecided claim that ran fewer seeds than its plan says how many it ran."""
+    """The verdict word of a claim run to ``plan``, and a note: *inconclusive* only for a claim that ran
+    to its plan.  An undecided claim that its plan called underpowered (the cap cannot decide it) reads
+    *underpowered*, with the seeds it needs; one that ran fewer seeds than its plan reads *underpowered*
+    too, and says how many it ran."""
     if plan is None or name not in plan.index or v.word != "inconclusive":
         return v.word, ""
     p, need = str(plan.loc[name, "plan"]), plan.loc[name, "seeds needed"]
     if p.startswith("underpowered"):
         return "underpowered", p.removeprefix("underpowered ").strip("()")
     if need == need and need is not None and v.n < int(need):
-        return v.word, f"planned {int(need)} seeds, {v.n} run"
+        return "underpowered", f"planned {int(need)} seeds, {v.n} run"
     return v.word, ""
 
 
-def interval(values) -> tuple[float, float, int]:
-    """Mean and 95 % t-interval half-width of values over seeds (half-width NaN below 2)."""
+def interval(values, level: float = CONFIDENCE) -> tuple[float, float, int]:
+    """Mean and ``level`` (95 %) t-interval half-width of values over seeds (half-width NaN below 2)."""
     from scipy import stats
 
     v = np.asarray([x for x in values if x == x], dtype=float)
@@ -246,7 +362,7 @@ def interval(values) -> tuple[float, float, int]:
         return (float(v.mean()) if len(v) else float("nan")), float("nan"), len(v)
     return (
         float(v.mean()),
-        float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))),
+        float(stats.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))),
         len(v),
     )
 
@@ -294,11 +410,12 @@ def claim(
 ) -> dict:  # fmt: skip
     """One row of a chapter's claims table: the claim, the paper's number(s), ours (mean
     difference and 95 % CI over n seeds), the verdict word and the budget flag (``row``: the
-    options of :func:`claim_row`)."""
+    options of :func:`claim_row`; our comparator ``b``'s mean carries a :class:`PaperMargin`)."""
     v = result.compare(a, b, metric, margin, resolution)
     if v.budget:  # say how far the arms still moved: a budget-limited verdict is read with that in mind
         row.setdefault("rising", rising(result, a, b))
     row.setdefault("arms", arms_budget(result, a, b))
+    row.setdefault("ours_b", interval(result.values(b, metric))[0])
     return claim_row(text, v, paper, **row)
 
 
@@ -335,41 +452,70 @@ def still_moving(result: SweepResult, *arms: str) -> str:
 def claim_row(
     text: str, v: Verdict, paper: str = "", *, ours: str | None = None, digits: int = 1, headline: bool = False,
     saturated: str = "", mechanism: dict | None = None, plan: pd.DataFrame | None = None, plan_name: str | None = None,
-    note: str = "", rising: str = "", arms: str = "",
+    note: str = "", rising: str = "", arms: str = "", ours_b: float | None = None,
 ) -> dict:  # fmt: skip
     """A claims-table row for any verdict of :func:`verdict` (per-seed differences of a quantity
     that is not one final metric of two arms: an ARI, a subspace angle...).  ``ours`` replaces
     the default description of the differences.
 
+    ``paper``: the paper's number as text, or a :class:`PaperMargin` (the paper's margin for this
+    comparison as numbers): then the row carries it to our scale (``ours_b``: our comparator's mean
+    accuracy, %), judges the **size** beside the word (:func:`size_of`), tests a claim whose paper
+    margin is below m as a tie (non-inferiority), and judges saturation by headroom: the carried margin
+    below m leaves no room for the paper's effect (this replaces the ``saturated`` reason given).
     ``headline``: a claim the chapter's findings lead with; ``saturated`` (the reason of
-    :func:`saturation`) makes it a labelled secondary claim.  ``mechanism``: the row of the
-    :func:`mechanism` check the claim rests on; a claim whose mechanism is inert keeps its word and
-    carries the flag *mechanism inert*.  ``plan`` (:func:`seed_plan`, row ``plan_name`` or ``text``):
-    an undecided claim its plan called underpowered reads *underpowered*.  ``note``: anything else the
-    reader needs; ``rising``: how far the arms of a budget-limited verdict still rose ("FedAvg +1.2",
-    :func:`rising`); ``arms``: the rounds each arm ran and its last fifth's gain (:func:`arms_budget`)."""
+    :func:`saturation`) makes it a labelled secondary claim that reads *not tested* (*contradicted*
+    when its interval lies wholly beyond − m).  ``mechanism``: the row of the :func:`mechanism` check
+    the claim rests on; a claim whose mechanism is inert keeps its word and carries the flag
+    *mechanism inert*.  ``plan`` (:func:`seed_plan`, row ``plan_name`` or ``text``): an undecided claim
+    short of its plan reads *underpowered*.  ``note``: anything else the reader needs; ``rising``: how
+    far the arms of a budget-limited verdict still rose ("FedAvg +1.2", :func:`rising`); ``arms``: the
+    rounds each arm ran and its last fifth's gain (:func:`arms_budget`)."""
     unit = "" if v.unit == "points" else f" {v.unit}"
+    pm = paper if isinstance(paper, PaperMargin) else None
+    m = v.m if v.m is not None else v.margin
+    tie, carried, size = "", (), ""
+    if pm is not None and pm.margins:
+        if v.test == "beats" and m is not None and pm.tie(m) and v.diffs:
+            v = verdict(v.diffs, margin=m, budget=v.budget, unit=v.unit, test="tie")
+            tie = (f"a tie in the paper (its margin {', '.join(f'{x:+.2f}' for x in pm.margins)} is below m = {m:g} "
+                   f"on its own scale): tested as non-inferiority at −{m:g}")  # fmt: skip
+        carried = pm.carried(ours_b)
+        if v.test == "beats" and pm.values and m is not None:  # saturation by headroom replaces the ceiling rule
+            s = 1.0 if sum(carried) >= 0 else -1.0
+            room = max(s * c for c in carried)
+            saturated = (f"saturated: the paper's effect carried to our error is {carried_text(carried)} {v.unit}, "
+                         f"below m = {m:g}") if room < m else ""  # fmt: skip
     if ours is None:
+        pct = "" if v.level == CONFIDENCE else f"{100 * v.level:.0f} %, "
         if v.n == 0:
             ours = "no paired runs"
         elif v.n < MIN_SEEDS:
             ours = f"{v.mean:+.{digits}f}{unit} ({v.n} seed{'s' if v.n > 1 else ''})"
         else:
-            ours = f"{v.mean:+.{digits}f}{unit} [{v.lo:+.{digits}f}, {v.hi:+.{digits}f}] ({v.n} seeds)"
+            ours = f"{v.mean:+.{digits}f}{unit} [{v.lo:+.{digits}f}, {v.hi:+.{digits}f}] ({pct}{v.n} seeds)"
     word, need = underpowered(v, plan, plan_name or text)
-    notes, flags = [x for x in (need, note) if x], []
+    notes, flags = [x for x in (need, tie, note) if x], []
     if v.budget:
         flags.append(f"{BUDGET_LIMITED} ({rising} points over the last fifth)" if rising else v.flag)
     if saturated:
         notes.append(saturated)
         flags.append(SATURATED)
         headline = False
+        beyond = v.n >= MIN_SEEDS and v.hi < -(m or 0.0)  # wholly beyond − m: contradicted whatever else
+        word = "contradicted" if beyond else "not tested"
+    elif carried and v.n >= MIN_SEEDS:
+        lo, hi = v.ci
+        size = size_of(lo, hi, carried)
+        notes.append(size_note(size, pm, carried, lo, hi))
     if mechanism is not None:
         notes.append(f"mechanism: {verdict_text(mechanism, bold=False)}, {mechanism['ours (a − b, 95 % CI)']}")
         if INERT in mechanism.get("flags", []):
             flags.append(INERT)
     row = {"claim": text, "paper": paper, "ours (a − b, 95 % CI)": ours, "verdict": word, "budget": v.flag}
     return row | {
+        "size": size,
+        "carried": carried_text(carried) if carried else "",
         "arms": arms,
         "flags": flags,
         "notes": "; ".join(notes),
@@ -385,10 +531,11 @@ def flagged(row: dict, flag: str) -> bool:
 
 
 def verdict_text(row: dict, bold: bool = True) -> str:
-    """A claim's verdict as every page prints it: its word, then its flags beside it
-    ("**reproduces** · *budget-limited (FedAvg +1.2 points over the last fifth)*")."""
+    """A claim's verdict as every page prints it: its word, its size beside it where the paper gives a
+    margin, then its flags ("**reproduces** · *smaller than the paper's* · *budget-limited (FedAvg +1.2
+    points over the last fifth)*")."""
     word = f"**{row['verdict']}**" if bold else row["verdict"]
-    flags = [f"*{f}*" if bold else f for f in row.get("flags", [])]
+    flags = [f"*{f}*" if bold else f for f in [row.get("size", ""), *row.get("flags", [])] if f]
     return " · ".join([word, *flags])
 
 
@@ -478,11 +625,21 @@ def claims_data(rows: list[dict]) -> pd.DataFrame:
                     "paper": r.get("paper", ""), "ours": r.get("ours (a − b, 95 % CI)", ""),
                     "mean": getattr(v, "mean", float("nan")), "lo": getattr(v, "lo", float("nan")),
                     "hi": getattr(v, "hi", float("nan")), "seeds": getattr(v, "n", 0), "unit": getattr(v, "unit", ""),
-                    "verdict": r["verdict"], "flags": "; ".join(r.get("flags", [])), "budget": r.get("budget", ""),
+                    "verdict": r["verdict"], "size": r.get("size", ""), "paper_margin": paper_numbers(r.get("paper")),
+                    "carried": r.get("carried", ""), "test": getattr(v, "test", ""),
+                    "flags": "; ".join(r.get("flags", [])), "budget": r.get("budget", ""),
                     "notes": r.get("notes", ""), "lead": r.get("lead", ""), "short": r.get("short", ""),
                     "setting": r.get("setting", ""), "why": r.get("why", ""), "own": is_own(r),
                     "arms": r.get("arms", "")})  # fmt: skip
     return pd.DataFrame(out)
+
+
+def paper_numbers(paper) -> str:
+    """A :class:`PaperMargin`'s margins as data: "+7.52 (Fashion_MNIST)"; "" for a paper's text only."""
+    if not isinstance(paper, PaperMargin) or not paper.margins:
+        return ""
+    names = paper.datasets or ("",) * len(paper.margins)
+    return "; ".join(f"{x:+.2f}" + (f" ({d})" if d else "") for x, d in zip(paper.margins, names))
 
 
 def write_claims(rows: list[dict], path: str | None = None) -> None:
@@ -517,8 +674,9 @@ def tally(data: pd.DataFrame) -> dict:
     flags = data["flags"].astype(object).fillna("").astype(str) if "flags" in data else pd.Series([""] * len(data))
     counts = {f: int(flags.apply(lambda x, f=f: any(y.startswith(f) for y in x.split("; ") if y)).sum()) for f in FLAGS}
     open_ = int(data["verdict"].isin(["inconclusive", "underpowered"]).sum())
+    sizes = data["size"].astype(object).fillna("").astype(str).value_counts().to_dict() if "size" in data else {}
     return {"claims": len(data), **{w: int(words.get(w, 0)) for w in WORDS if words.get(w)},
-            **{f: n for f, n in counts.items() if n}, "open": open_,
+            **{f: n for f, n in counts.items() if n}, **{z: int(sizes[z]) for z in SIZES if sizes.get(z)}, "open": open_,
             "open_share": open_ / len(data) if len(data) else 0.0}  # fmt: skip
 
 

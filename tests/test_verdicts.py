@@ -9,7 +9,9 @@ import pytest
 
 from pflkit.verdicts import (
     DECISION_FLOOR,
+    SATURATED,
     SEED_CAP,
+    PaperMargin,
     arm_seeds,
     claim_row,
     claims_table,
@@ -20,21 +22,41 @@ from pflkit.verdicts import (
     sd_upper,
     seed_plan,
     seeds_needed,
+    size_of,
     tally,
     to_clear,
     verdict,
+    verdict_text,
 )
 
 
-def test_no_difference_is_an_undecided_interval_inside_the_resolution():
+def test_no_difference_is_an_interval_inside_the_resolution_whichever_side_it_excludes():
     inside = [0.2, -0.1, 0.3]  # mean +0.13, 95 % CI about [-0.4, +0.7]
-    assert verdict(inside).word == "inconclusive"  # without a resolution: the rule as before
-    assert verdict(inside, resolution=1.0).word == "no difference"
+    assert verdict(inside).word == "no difference"  # points: m = 1 unless the claim states another
+    assert verdict(inside, unit="ARI").word == "inconclusive"  # another unit: no m unless given
     assert verdict(inside, resolution=0.5).word == "inconclusive"  # the interval reaches past ± 0.5
-    assert verdict([0.4, 0.5, 0.6], resolution=1.0).word == "reproduces"  # a decided direction stays decided
-    assert verdict([-0.4, -0.5, -0.6], resolution=1.0).word == "contradicted"
-    assert verdict([0.2, -0.1], resolution=1.0).word == "not tested"
-    assert "no difference (" in str(verdict(inside, resolution=1.0))
+    assert verdict([0.4, 0.5, 0.6]).word == "no difference"  # excludes 0, but wholly inside ± 1: both ways
+    assert verdict([-0.4, -0.5, -0.6]).word == "no difference"
+    assert verdict([1.4, 1.5, 1.6]).word == "reproduces" and verdict([-1.4, -1.5, -1.6]).word == "contradicted"
+    assert verdict([-0.4, -0.5, -0.6], resolution=0.3).word == "contradicted"
+    assert verdict([0.2, -0.1]).word == "not tested"
+    assert "no difference (" in str(verdict(inside))
+
+
+def test_a_comparable_claim_is_two_one_sided_tests_on_the_90_percent_interval():
+    d = [0.9, -0.5, 0.2, 0.6, -0.3]  # 95 % CI about [-0.6, +0.9]; the 90 % one is narrower
+    v = verdict(d, margin=1.0)
+    assert v.test == "comparable" and v.level == 0.90 and v.word == "reproduces"
+    assert v.hi - v.lo < verdict(d).hi - verdict(d).lo
+    assert "90 % CI" in str(v)
+    assert verdict([2.5, 3.0, 3.5], margin=1.0).word == "contradicted"
+    assert verdict([0.0, 2.0, 1.0], margin=1.0).word == "inconclusive"
+
+
+def test_a_tie_is_non_inferiority_at_minus_m():
+    assert verdict([-0.3, -0.6, -0.4], margin=1.0, test="tie").word == "reproduces"
+    assert verdict([-3.0, -3.4, -2.8], margin=1.0, test="tie").word == "contradicted"
+    assert verdict([-2.0, 0.5, -1.0], margin=1.0, test="tie").word == "inconclusive"
 
 
 def test_seeds_needed_is_the_smallest_n_whose_expected_half_width_fits():
@@ -106,7 +128,7 @@ def test_saturation_flags_a_ceiling_or_arms_that_all_agree():
     assert "all 2 arms within 1 point" in saturation(_Result({"A": 80.0, "B": 80.4}))
     assert saturation(_Result({"A": 80.0, "B": 85.0})) == ""
     row = claim_row("A beats B", verdict([1.0, 1.2, 0.8]), headline=True, saturated="saturated: x")
-    assert row["headline"] is False and row["notes"] == "saturated: x" and row["verdict"] == "reproduces"
+    assert row["headline"] is False and row["notes"] == "saturated: x" and row["verdict"] == "not tested"
     assert row["flags"] == ["saturated"]
 
 
@@ -182,7 +204,7 @@ def test_findings_lead_with_mechanisms_and_headlines():
     assert "+6.0" not in short and "+6.0" in text  # a mechanism's numbers: in the folded list only
     assert "C beats D" not in text and "Mechanism (x)" not in short and "the paper: +1.7" in short
     assert (
-        "The paper's 2 claims: 1 inconclusive, 1 reproduces (flagged: 1 saturated); our 1 own check: 1 reproduces."
+        "The paper's 2 claims: 1 not tested, 1 reproduces (flagged: 1 saturated); our 1 own check: 1 reproduces."
         in text
     )
     assert "(mechanism: reproduces, +6.0 [" in text.split(":::")[1]  # the notes, folded
@@ -192,7 +214,7 @@ def test_findings_lead_with_mechanisms_and_headlines():
     ]
     assert len(bullets) == 5 and bullets[-1] == "* 4 more headline claims (4 reproduces): in the list below."
     plain = findings([other, claim_row("E beats F", verdict([2.0, 3.0, 4.0]))])
-    assert "* **inconclusive** (1): C beats D." in plain and ":::" not in plain  # no lead claim: one bullet per word
+    assert "* **not tested** (1): C beats D." in plain and ":::" not in plain  # no lead claim: one bullet per word
 
 
 def test_the_glance_table_leads_with_the_papers_claims_in_the_papers_order_whatever_the_verdict():
@@ -225,8 +247,8 @@ def test_the_glance_table_leads_with_the_papers_claims_in_the_papers_order_whate
 
 def test_an_undecided_claim_short_of_its_plan_says_how_many_seeds_ran():
     plan = seed_plan({"a": [0.1, 0.2, 0.0]}, pool=False)  # 4 seeds
-    row = claim_row("a", verdict([0.1, 0.2, 0.0, 0.3][:3], resolution=None), plan=plan)
-    assert row["verdict"] == "inconclusive" and row["notes"] == "planned 4 seeds, 3 run"
+    row = claim_row("a", verdict([1.5, -0.5, 0.6]), plan=plan)
+    assert row["verdict"] == "underpowered" and row["notes"] == "planned 4 seeds, 3 run"
     assert claim_row("a", verdict([0.1, 0.2, 0.0, 0.3]), plan=plan)["notes"] == ""
 
 
@@ -365,3 +387,50 @@ def test_a_claims_arms_budget_names_each_arms_rounds_and_last_fifth_gain():
 
     assert arms_budget(Result(), "A", "B", "A") == "A 40 rounds (+0.4), B 20 rounds (+1.5)"
     assert arms_budget(Result(), "C") == ""  # an arm without runs says nothing
+
+
+def test_the_paper_margin_is_carried_as_a_relative_reduction_of_error():
+    pm = PaperMargin("+1.7 vs B (CIFAR-10)", [1.72], datasets=["CIFAR10"], values=[(90.83, 89.11)])
+    assert str(pm) == "+1.7 vs B (CIFAR-10)"  # prints as its text, wherever a string goes
+    (c,) = pm.carried(80.0)  # the paper removes 15.8 % of B's error; ours has 20 points of it
+    assert c == pytest.approx((90.83 - 89.11) / (100 - 89.11) * 20.0)
+    assert pm.carried(None) == (pytest.approx(1.72),)  # no comparator of ours: as printed
+    assert PaperMargin("x", [2.0]).carried(80.0) == (2.0,)  # not a difference of accuracies: as printed
+    assert pm.tie(1.0) is False and PaperMargin("x", [0.01]).tie(1.0) is True
+
+
+def test_the_size_reads_our_interval_against_the_carried_margin_in_the_paper_s_direction():
+    assert size_of(0.5, 3.0, [2.0]) == "as the paper's"
+    assert size_of(-4.8, 2.9, [7.5]) == "smaller than the paper's"
+    assert size_of(3.0, 5.0, [2.0]) == "larger than the paper's"
+    assert size_of(-1.0, 3.0, [2.0]) == "size undetermined"
+    assert size_of(-3.0, -0.5, [-2.0]) == "as the paper's"  # a negative paper margin: its direction
+    assert size_of(-0.4, 0.2, [-2.0]) == "smaller than the paper's"
+    assert size_of(-4.0, 2.0, [0.5, 9.0]) == "size undetermined"  # several datasets: their range
+
+
+def test_claim_rows_judge_size_ties_and_saturation_by_headroom():
+    pm = PaperMargin("+7.5 vs FedMD", [7.5], values=[(75.5, 68.0)])
+    wide = claim_row("a beats b", verdict([-1.0, 1.0, 0.0]), pm, ours_b=80.0)
+    assert wide["size"] == "smaller than the paper's" and wide["carried"] == "+4.7"
+    assert wide["verdict"] == "inconclusive" and "carried +4.7" in wide["notes"]
+    assert "smaller than the paper's" in verdict_text(wide)
+    # the same paper margin near our ceiling: the carried effect (0.5) is below m, no room
+    sat = claim_row("a beats b", verdict([-0.4, -0.6, -0.1]), pm, ours_b=98.5, headline=True)
+    assert sat["verdict"] == "not tested" and SATURATED in sat["flags"] and not sat["headline"] and sat["size"] == ""
+    beyond = claim_row("a beats b", verdict([-3.0, -3.5, -2.5]), pm, ours_b=98.5)
+    assert beyond["verdict"] == "contradicted" and SATURATED in beyond["flags"]  # wholly beyond − m
+    # a paper margin below m is a tie: non-inferiority at − m
+    tie = claim_row("a beats b", verdict([-0.2, -0.6, -0.4]), PaperMargin("+0.01", [0.01], values=[(73.53, 73.52)]),
+                    ours_b=80.0)
+    assert tie["_v"].test == "tie" and tie["verdict"] == "reproduces" and "non-inferiority" in tie["notes"]
+    # no numeric margin: no size, and the chapter's own saturation reason stands
+    plain = claim_row("a beats b", verdict([2.0, 3.0, 2.5]), "heatmaps", saturated="saturated: 99 %")
+    assert plain["size"] == "" and plain["verdict"] == "not tested"
+
+
+def test_an_undecided_claim_short_of_its_plan_is_underpowered():
+    plan = pd.DataFrame({"seeds needed": [6], "plan": ["6 seeds"]}, index=["c"])
+    need = 6
+    short = claim_row("c", verdict([3.0, -2.0, 4.0]), plan=plan)
+    assert need > 3 and short["verdict"] == "underpowered" and f"planned {need} seeds, 3 run" in short["notes"]
