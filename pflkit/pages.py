@@ -10,6 +10,7 @@ from .verdicts import (
     CEILING,
     CONFIDENCE,
     DECISION_FLOOR,
+    EQUIVALENCE,
     MIN_SEEDS,
     RESOLUTION,
     SD_UPPER,
@@ -34,31 +35,44 @@ written once in the kit (`pflkit.verdicts`), gives every verdict in the book:
    points of accuracy.
 2. **Interval.** Over $n$ seeds, the mean $\\bar d$ and its {pct} Student-$t$ interval
    $\\bar d \\pm t_{{0.975,\\,n-1}}\\, s_d / \\sqrt{{n}}$.
-3. **Words.** *reproduces* when the interval excludes 0 on the paper's side; *contradicted* when it
-   excludes 0 on the other side. When it excludes neither but lies inside $\\pm m$ (the claim's
-   resolution, {RESOLUTION:g} point unless the claim states another), the word is *no difference*: the
-   claimed advantage is absent at that resolution, which is a finding. Otherwise *inconclusive*.
-   A claim that is itself "no difference" states its margin $m$ and *reproduces* only when the whole
-   interval lies inside $\\pm m$ (*contradicted* when it lies wholly outside).
-4. **The words judge direction, not size.** "Reproduces" says our difference has the paper's sign;
-   the table shows the paper's difference beside ours, and the two can be far apart.
+3. **Words.** For a claim that one arm beats another, with resolution $m$ ({RESOLUTION:g} point
+   unless the claim states another): the interval wholly inside $\\pm m$ reads *no difference*,
+   whether or not it excludes 0 (the claimed advantage is absent at that resolution, which is a
+   finding); otherwise *reproduces* when it excludes 0 on the paper's side, *contradicted* when it
+   excludes 0 on the other side, *inconclusive* when it excludes neither. A claim that two arms are
+   *comparable* ($\\pm m$) is an equivalence test, two one-sided tests at 5 %: it *reproduces* when
+   the {100 * EQUIVALENCE:.0f} % interval lies inside $\\pm m$ (the table then prints that interval,
+   marked {100 * EQUIVALENCE:.0f} %) and is *contradicted* when it lies wholly outside. A "beats" claim
+   whose paper margin is smaller than $m$ on the paper's own scale (pFedMB's +0.01) is a tie in the
+   paper: it is tested as non-inferiority, *reproduces* when the interval lies above $-m$.
+4. **Size beside the word.** Where the paper gives a number for the claim's own comparison, the
+   claim carries it to our scale: the paper's relative reduction of error,
+   $(e_B - e_A) / e_B$, applied to our comparator's error (an assumption: that the effect scales with
+   the error there is to remove; our setting is easier than the papers'). Beside the word stands the
+   **size**: *as the paper's* (our interval excludes 0 and holds the carried margin), *smaller than the
+   paper's* (the carried margin lies above our interval), *larger than the paper's* (below it) or *size
+   undetermined* (our interval holds both 0 and the carried margin). A paper that reports several
+   datasets gives a range of carried margins; the size reads our interval against that range.
 5. **Seeds are planned.** The first seeds of a claim are its pilot. From their spread (pooled over a
    section's like claims, raised to its one-sided {100 * SD_UPPER:.0f} % upper bound, since three seeds
    estimate a spread poorly) the kit computes how many seeds bring the expected half-width of the
-   interval below the distance the pilot's mean must clear for a word to apply: 0 for a direction,
-   or the edge of $\\pm m$, whichever is nearer (at least {DECISION_FLOOR:g} point), at most {SEED_CAP}. The
-   arms of the claim then run to that many seeds. A claim that {SEED_CAP} seeds cannot decide reads
-   **underpowered (needs N seeds)** instead of being run and left inconclusive. With fewer than
-   {MIN_SEEDS} seeds there is no word at all (*not tested*): two seeds that agree in sign would pass a
-   sign test one time in four by chance alone.
+   interval below the distance the pilot's mean must clear for a word to apply (0 for a direction,
+   or the edge of $\\pm m$, whichever is nearer; at least {DECISION_FLOOR:g} point), at most {SEED_CAP}. The
+   arms of the claim then run to that many seeds. *inconclusive* is kept for a claim that ran to its
+   plan: a claim that {SEED_CAP} seeds cannot decide, or that ran fewer seeds than its plan, reads
+   **underpowered**, with the seeds it needs or the seeds it ran. With fewer than {MIN_SEEDS} seeds
+   there is no word at all (*not tested*): two seeds that agree in sign would pass a sign test one
+   time in four by chance alone.
 6. **Mechanism first.** What makes a method different (a router, a distillation weight, cluster
    moves, generated weights) is checked to act in the runs, against a control that removes it. A
    claim whose mechanism does not act keeps its word and carries the flag **mechanism inert** beside
    it: the word still says what the difference is, and the flag says that the method's own mechanism
    is not why.
-7. **Saturation.** A setting whose strongest arm lies within {CEILING:g} points of 100 %, or whose
-   arms all lie within {RESOLUTION:g} point of each other, is **saturated**: its table stays, labelled,
-   and none of its claims is a headline: they carry the flag **saturated**.
+7. **Saturation, by headroom.** A claim whose paper margin, carried to our scale, is below $m$ has no
+   room to show the paper's effect here: it is **saturated** and reads *not tested* (*contradicted*
+   only if its interval lies wholly beyond $-m$), and it is no headline. A claim without a numeric
+   paper margin is saturated when its setting's strongest arm lies within {CEILING:g} points of 100 %,
+   or all its arms within {RESOLUTION:g} point of each other. Its table stays, labelled.
 8. **Budget.** A run is *still improving* when its mean validation accuracy rose by more than
    {IMPROVING_POINTS:g} point over the last fifth of its rounds. An arm of a headline claim that is
    still improving runs on, with twice its rounds at the same per-round protocol, until it stops
@@ -67,8 +81,8 @@ written once in the kit (`pflkit.verdicts`), gives every verdict in the book:
    was still rising: it tells how fast the methods learn at our budget, not where they end up. When a run was not evaluated both before and inside its last
    fifth, the table says *budget not measured*.
 
-The flags (*budget-limited*, *saturated*, *mechanism inert*) stand beside the word wherever it is
-printed, and the tallies count words and flags apart.
+The size and the flags (*budget-limited*, *saturated*, *mechanism inert*) stand beside the word
+wherever it is printed, and the tallies count words, sizes and flags apart.
 
 Choices (a round, a number of clusters or branches, a learning rate, an option, a split) are made on
 the clients' validation splits only; the kit refuses a test metric for a choice. Runs are kept in a
@@ -86,7 +100,9 @@ GLANCE = {  # the results-at-a-glance table: claims data column -> header
 }
 RUNS = (
     "**Results at a glance.** Ours: Fashion-MNIST, LeNet-scale models, CPU budgets, {seeds} (the papers: CIFAR, EMNIST, FEMNIST or "
-    "FedCelebA). A verdict judges direction, not size; the paper's margin is over its own strongest comparator."
+    "FedCelebA). The word judges direction; beside it, the size says whether our interval holds the paper's margin "
+    "carried to our scale (its relative reduction of error). The paper's margin is for the claim's own comparison, "
+    "with its strongest comparator named where that is another."
 )
 
 
@@ -101,8 +117,12 @@ def glance(data) -> pd.DataFrame:
     d = data[data["lead"].astype(str).str.strip() != ""]
     d = d.assign(_order=pd.to_numeric(d["lead"])).sort_values("_order", kind="stable")
     flags = d["flags"].fillna("").astype(str) if "flags" in d else pd.Series("", index=d.index)
+    sizes = d["size"].fillna("").astype(str) if "size" in d else pd.Series("", index=d.index)
     out = d.assign(
-        verdict=[" · ".join([w, *[compact_flag(f) for f in fl.split("; ") if f]]) for w, fl in zip(d["verdict"], flags)]
+        verdict=[
+            " · ".join([w, *([z] if z else []), *[compact_flag(f) for f in fl.split("; ") if f]])
+            for w, z, fl in zip(d["verdict"], sizes, flags)
+        ]
     )
     out = out.assign(paper=out["paper"].replace("", "—"), why=out["why"].replace("", "—"))
     return out[list(GLANCE)].rename(columns=GLANCE).reset_index(drop=True)
@@ -125,13 +145,13 @@ def claims_tally(claims: list[dict]) -> str:
 def compact_flag(flag: str) -> str:
     """A flag as a glance cell says it: the budget flag keeps how far its arms still rose, not their
     names ("budget-limited (FedAvg +1.2, Local +1.1 points over the last fifth)" → "budget-limited
-    (+1.2, +1.1)"); the claims table beside it names them."""
+    (+1.2, +1.1 points still rising)"); the claims table beside it names them."""
     import re
 
     if not flag.startswith("budget-limited ("):
         return flag
     rises = re.findall(r"\+\d+(?:\.\d+)?", flag)
-    return f"budget-limited ({', '.join(rises)})" if rises else "budget-limited"
+    return f"budget-limited ({', '.join(rises)} points still rising)" if rises else "budget-limited"
 
 
 def runs_sentence(data) -> str:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .verdicts import PaperMargin
+
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
@@ -62,14 +64,34 @@ def paper_margin(published, method: str, *, exclude=()) -> tuple[float, str]:
     return values[method] - rivals[best], best
 
 
-def margin_text(published, method: str, *, exclude=(), dataset: str = "") -> str:
-    """:func:`paper_margin` as the claims tables say it: "+2.3 vs pFedMe (CIFAR-10)"."""
+def margin_text(published, method: str, *, exclude=(), dataset: str = "") -> PaperMargin:
+    """:func:`paper_margin` as the claims tables say it, "+2.3 vs pFedMe (CIFAR-10)", with its numbers
+    (:class:`~pflkit.verdicts.PaperMargin`: the two accuracies carry it to our scale)."""
     from decimal import ROUND_HALF_UP, Decimal
 
     margin, rival = paper_margin(published, method, exclude=exclude)
+    values = dict(published.items()) if hasattr(published, "items") else dict(published)
     # the published numbers have two decimals: their difference is exact there, rounded half up as printed
     tenth = Decimal(f"{margin:.6f}").quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
-    return f"{tenth:+.1f} vs {rival}" + (f" ({dataset})" if dataset else "")
+    text = f"{tenth:+.1f} vs {rival}" + (f" ({dataset})" if dataset else "")
+    return PaperMargin(text, [margin], datasets=[dataset], values=[(values[method], values[rival])], vs=rival)
+
+
+def pair_margin(published, a: str, b: str, *, dataset: str = "", strongest: str = "", digits: int = 1) -> PaperMargin:
+    """The paper's margin ``a − b`` in one table and column (``published``: method -> accuracy, %), as
+    the claims tables print it ("+7.5 vs FedMD (FMNIST)"), with its numbers; ``strongest``: the margin
+    against the paper's strongest comparator there, where the claim compares with another method."""
+    values = dict(published.items()) if hasattr(published, "items") else dict(published)
+    va, vb = float(values[a]), float(values[b])
+    text = f"{va - vb:+.{digits}f} vs {b}" + (f" ({dataset})" if dataset else "")
+    text += f"; strongest comparator: {strongest}" if strongest else ""
+    return PaperMargin(text, [va - vb], datasets=[dataset], values=[(va, vb)], vs=b, strongest=strongest)
+
+
+def strongest_text(published, method: str, *, exclude=()) -> str:
+    """The paper's margin of ``method`` over its strongest comparator there: "+2.7 vs Sim-pFD"."""
+    margin, rival = paper_margin(published, method, exclude=exclude)
+    return f"{margin:+.1f} vs {rival}"
 
 
 def absent_rival(published, method: str, arms, *, variants=("pFedHN", "pFedHN-PC")) -> str:

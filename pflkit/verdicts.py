@@ -203,10 +203,12 @@ def carried_text(carried) -> str:
     return f"{lo:+.1f}" if round(lo, 1) == round(hi, 1) else f"{lo:+.1f} to {hi:+.1f}"
 
 
-def size_of(lo: float, hi: float, carried) -> str:
+def size_of(lo: float, hi: float, carried, direction: float | None = None) -> str:
     """The size judgement (:data:`SIZES`): our 95 % interval [``lo``, ``hi``] against the paper's margins
-    carried to our scale (one per dataset the paper reports), read in the paper's direction."""
-    s = 1.0 if sum(carried) >= 0 else -1.0
+    carried to our scale (one per dataset the paper reports), read in the paper's direction (a
+    comparable claim, whose paper claims no direction, passes ``direction``: the sign of our mean, so
+    that the size compares magnitudes)."""
+    s = direction if direction is not None else 1.0 if sum(carried) >= 0 else -1.0
     a, b = sorted((s * lo, s * hi))
     c_lo, c_hi = sorted((s * min(carried), s * max(carried)))
     if c_hi < a:
@@ -218,7 +220,7 @@ def size_of(lo: float, hi: float, carried) -> str:
 
 def size_note(size: str, paper: PaperMargin, carried, lo: float, hi: float) -> str:
     """The size judgement in a few words: "the paper's +7.5 (FMNIST), carried +1.9, lies above [−4.8, +2.9]"."""
-    where = {"smaller than the paper's": "lies above", "larger than the paper's": "lies below"}.get(size, "and")
+    where = "lies above" if min(carried) > hi else "lies below" if max(carried) < lo else "and"  # as numbers
     theirs = ", ".join(f"{x:+.2g}" if abs(x) < 1 else f"{x:+.1f}" for x in paper.margins)
     shown = f"the paper's {theirs}, carried {carried_text(carried)},"
     if size in ("as the paper's", "size undetermined"):
@@ -291,9 +293,7 @@ def seed_plan(
     for name, diffs in claims.items():
         sd, dof = shared if pool else pooled_sd([diffs])
         res = resolution.get(name) if isinstance(resolution, dict) else resolution
-        # the pilot decides it with its resolution when one is given (0 disables the default m: the plan
-        # as it ran before the rule applied m both ways, so that the seeds run stay those of the store)
-        pilot = verdict(diffs, margin=margins.get(name), resolution=0.0 if res is None else res)
+        pilot = _pilot(diffs, margins.get(name), res)
         least = floor.get(name, DECISION_FLOOR) if isinstance(floor, dict) else floor
         m = max(to_clear(pilot.mean, margins.get(name), res), least) if pilot.n else float("nan")
         upper = sd_upper(sd, dof)
@@ -307,6 +307,28 @@ def seed_plan(
         rows.append({"claim": name, "pilot seeds": pilot.n, "pilot mean": pilot.mean, "sd assumed": upper,
                      "to clear (points)": m, "seeds needed": need, "plan": plan})  # fmt: skip
     return pd.DataFrame(rows).set_index("claim")
+
+
+def _pilot(diffs, margin: float | None, resolution: float | None) -> Verdict:
+    """The pilot's verdict as the seed plans of the committed store were made: on the 95 % interval, m
+    only where the claim gives one, and *no difference* only for an interval that straddles 0, so that
+    the seeds a claim runs stay those of the store.  (Sizing plans on the paper's carried margin, fixed
+    before any seed is read, replaces this with the runs of the headline fills.)"""
+    v = verdict(diffs, margin=margin, resolution=resolution if resolution is not None else 0.0)
+    if margin is not None:  # comparable claims: the old 95 % decision
+        mean, half, n = interval(v.diffs)
+        lo, hi = mean - half, mean + half
+        word = (
+            "reproduces"
+            if -margin < lo and hi < margin
+            else "contradicted"
+            if lo > margin or hi < -margin
+            else "inconclusive"
+        )
+        return Verdict(word if n >= MIN_SEEDS else "not tested", mean, lo, hi, n, margin)
+    if v.word == "no difference" and (v.lo > 0 or v.hi < 0):
+        v.word = "reproduces" if v.lo > 0 else "contradicted"
+    return v
 
 
 def planned_seeds(plan: pd.DataFrame, pilot: list[int], cap: int = SEED_CAP) -> list[int]:
@@ -506,7 +528,7 @@ def claim_row(
         word = "contradicted" if beyond else "not tested"
     elif carried and v.n >= MIN_SEEDS:
         lo, hi = v.ci
-        size = size_of(lo, hi, carried)
+        size = size_of(lo, hi, carried, (1.0 if v.mean >= 0 else -1.0) if v.test == "comparable" else None)
         notes.append(size_note(size, pm, carried, lo, hi))
     if mechanism is not None:
         notes.append(f"mechanism: {verdict_text(mechanism, bold=False)}, {mechanism['ours (a − b, 95 % CI)']}")
@@ -627,6 +649,7 @@ def claims_data(rows: list[dict]) -> pd.DataFrame:
                     "hi": getattr(v, "hi", float("nan")), "seeds": getattr(v, "n", 0), "unit": getattr(v, "unit", ""),
                     "verdict": r["verdict"], "size": r.get("size", ""), "paper_margin": paper_numbers(r.get("paper")),
                     "carried": r.get("carried", ""), "test": getattr(v, "test", ""),
+                    "m": getattr(v, "m", None) if getattr(v, "test", "") == "beats" else getattr(v, "margin", None),
                     "flags": "; ".join(r.get("flags", [])), "budget": r.get("budget", ""),
                     "notes": r.get("notes", ""), "lead": r.get("lead", ""), "short": r.get("short", ""),
                     "setting": r.get("setting", ""), "why": r.get("why", ""), "own": is_own(r),
@@ -657,13 +680,17 @@ def write_claims(rows: list[dict], path: str | None = None) -> None:
 
 
 def words_text(rows) -> str:
-    """The verdict words of claims-table ``rows``, counted, most frequent first, then the flags
-    apart: "3 reproduces, 1 inconclusive (flagged: 1 mechanism inert)" ("none" for no rows)."""
+    """The verdict words of claims-table ``rows``, counted, most frequent first, then the flags and the
+    sizes apart: "3 reproduces, 1 inconclusive (flagged: 1 mechanism inert) (size: 2 as the paper's)"
+    ("none" for no rows)."""
     from collections import Counter
 
     text = ", ".join(f"{n} {w}" for w, n in Counter(r["verdict"] for r in rows).most_common()) or "none"
     flags = [f"{n} {f}" for f in FLAGS if (n := sum(flagged(r, f) for r in rows))]
-    return text + (f" (flagged: {', '.join(flags)})" if flags else "")
+    sizes = [f"{n} {z}" for z in SIZES if (n := sum(str(r.get("size", "")) == z for r in rows))]
+    return (
+        text + (f" (flagged: {', '.join(flags)})" if flags else "") + (f" (size: {', '.join(sizes)})" if sizes else "")
+    )
 
 
 def tally(data: pd.DataFrame) -> dict:

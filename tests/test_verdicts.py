@@ -233,7 +233,7 @@ def test_the_glance_table_leads_with_the_papers_claims_in_the_papers_order_whate
 
     assert (
         compact_flag("budget-limited (B=2 +3.1, FedFomo +1.7 points over the last fifth)")
-        == "budget-limited (+3.1, +1.7)"
+        == "budget-limited (+3.1, +1.7 points still rising)"
     )
     assert compact_flag("saturated") == "saturated"
     assert (
@@ -407,6 +407,8 @@ def test_the_size_reads_our_interval_against_the_carried_margin_in_the_paper_s_d
     assert size_of(-3.0, -0.5, [-2.0]) == "as the paper's"  # a negative paper margin: its direction
     assert size_of(-0.4, 0.2, [-2.0]) == "smaller than the paper's"
     assert size_of(-4.0, 2.0, [0.5, 9.0]) == "size undetermined"  # several datasets: their range
+    # a comparable claim (the paper: +0.1, no difference) with a large difference of ours: larger, by magnitude
+    assert size_of(-7.4, -3.6, [0.1], direction=-1.0) == "larger than the paper's"
 
 
 def test_claim_rows_judge_size_ties_and_saturation_by_headroom():
@@ -421,8 +423,9 @@ def test_claim_rows_judge_size_ties_and_saturation_by_headroom():
     beyond = claim_row("a beats b", verdict([-3.0, -3.5, -2.5]), pm, ours_b=98.5)
     assert beyond["verdict"] == "contradicted" and SATURATED in beyond["flags"]  # wholly beyond − m
     # a paper margin below m is a tie: non-inferiority at − m
-    tie = claim_row("a beats b", verdict([-0.2, -0.6, -0.4]), PaperMargin("+0.01", [0.01], values=[(73.53, 73.52)]),
-                    ours_b=80.0)
+    tie = claim_row(
+        "a beats b", verdict([-0.2, -0.6, -0.4]), PaperMargin("+0.01", [0.01], values=[(73.53, 73.52)]), ours_b=80.0
+    )
     assert tie["_v"].test == "tie" and tie["verdict"] == "reproduces" and "non-inferiority" in tie["notes"]
     # no numeric margin: no size, and the chapter's own saturation reason stands
     plain = claim_row("a beats b", verdict([2.0, 3.0, 2.5]), "heatmaps", saturated="saturated: 99 %")

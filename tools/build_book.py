@@ -430,7 +430,7 @@ def write_findings(stage: Path) -> None:
     if not intro.exists() or FINDINGS_MARKER not in intro.read_text():
         return
     from pflkit.pages import glance, markdown_table, runs_sentence
-    from pflkit.verdicts import FLAG_MEANINGS, MEANINGS, words_text
+    from pflkit.verdicts import FLAG_MEANINGS, MEANINGS, SIZE_MEANINGS, words_text
 
     titles = {p.stem: p for p in chapters()}
     files = {stem: stage / "book" / f"{stem}.claims.csv" for stem in titles}
@@ -475,8 +475,9 @@ def write_findings(stage: Path) -> None:
         lines.append(
             f"* [{chapter_title(titles[stem])}]({stem}.ipynb): {len(claims[stem])} claims; {said(claims[stem])}."
         )
-    lines += ["", ":::{dropdown} The words and the flags"]
-    lines += [f"* *{w}*: {m}." for w, m in MEANINGS.items()] + [f"* flag *{f}*: {m}." for f, m in FLAG_MEANINGS.items()]
+    lines += ["", ":::{dropdown} The words, the sizes and the flags"]
+    lines += [f"* *{w}*: {m}." for w, m in MEANINGS.items()] + [f"* size *{z}*: {m}." for z, m in SIZE_MEANINGS.items()]
+    lines += [f"* flag *{f}*: {m}." for f, m in FLAG_MEANINGS.items()]
     lines += [":::", ""]
     intro.write_text(intro.read_text().replace(FINDINGS_MARKER, "\n".join(lines)))
 

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGE = ROOT / "_build" / "book" / "stage" / "book"
 GOLDEN = ROOT / "tests" / "golden"
 TOLERANCE = 0.005  # the claims files keep means and intervals unrounded; a CPU's last bits may differ
-COMPARED = ("verdict", "flags", "seeds", "ours")
+COMPARED = ("verdict", "size", "carried", "flags", "seeds", "ours")
 
 sys.path.insert(0, str(ROOT))
 from pflkit.verdicts import WORDS  # noqa: E402

@@ -19,6 +19,17 @@ def paper_gap(source: dict[str, float], a: str, b: str) -> float | None:
     return source[a] - source[b] if a in source and b in source else None
 
 
+def published_margin(source: dict[str, float], a: str, b: str, name: str, dataset: str = "FMNIST"):
+    """The published margin a − b as the claims table prints it ("+11.6 (PFLlib)"), with its two
+    accuracies (:class:`~pflkit.verdicts.PaperMargin`), or "(not reported)"."""
+    from ..verdicts import PaperMargin
+
+    gap = paper_gap(source, a, b)
+    if gap is None:
+        return "(not reported)"
+    return PaperMargin(f"{gap:+.1f} ({name})", [gap], datasets=[dataset], values=[(source[a], source[b])], vs=b)
+
+
 def strip_times(rec: dict) -> list[dict]:
     """A run's per-round history without its wall-clock times: what two engines running the same
     experiment must agree on exactly."""
@@ -124,8 +135,7 @@ def claim_rows(specs: dict, results: dict, pfllib: dict, kt: dict, plan: pd.Data
         ft = next((t for t, (m, _) in spec.items() if m == "FedAvg + FT"), None)
         mech = None
         if ft:
-            gap = paper_gap(kt[s], "FedAvg + FT", "FedAvg")
-            paper = "(not reported)" if gap is None else f"{gap:+.1f} (KT-pFL Table 2)"
+            paper = published_margin(kt[s], "FedAvg + FT", "FedAvg", "KT-pFL Table 2")
             row = claim(ft, results[s], "FedAvg + FT", "FedAvg", paper=paper,
                         resolution=resolution, saturated=sat, plan=plan)  # fmt: skip
             mech = mechanism(f"Mechanism ({s}): adapting to a client's own data acts (FedAvg + FT beats FedAvg)",
@@ -136,8 +146,7 @@ def claim_rows(specs: dict, results: dict, pfllib: dict, kt: dict, plan: pd.Data
             if text == ft:
                 rows.append(mech)
                 continue
-            gap = paper_gap(pfllib[s], m, "FedAvg")
-            rows.append(claim(text, results[s], m, "FedAvg", paper="(not reported)" if gap is None else f"{gap:+.1f} (PFLlib)",
+            rows.append(claim(text, results[s], m, "FedAvg", paper=published_margin(pfllib[s], m, "FedAvg", "PFLlib"),
                               margin=mg, resolution=None if mg else resolution, headline=mg is None, saturated=sat,
                               plan=plan, mechanism=mech if mg is None else None))  # fmt: skip
     head = next((s for s in specs if not saturation(results[s], m=resolution)), None)

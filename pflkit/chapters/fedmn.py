@@ -711,12 +711,16 @@ def table2_claims(result, pub: pd.DataFrame, paper_row: dict, best: str, best_ot
     FedAvg, beside the paper's margins (``pub``: the paper's Table II, rows its methods, columns its
     datasets; ``paper_row``: our arm → its row there)."""
     from ..experiments import claim, mechanism, verdict
+    from ..verdicts import PaperMargin
 
     def name(a):
         return paper_row.get(a, a)
 
-    def margin(a, b):
-        return ", ".join(f"{d} {pub[d][name(a)] - pub[d][name(b)]:+.1f}" for d in pub.columns if name(b) in pub.index)
+    def margin(a, b, prefix=""):  # the paper's a − b per dataset, with its numbers (a PaperMargin)
+        va = {d: pub[d][name(a)] for d in pub.columns if not isinstance(b, str) or name(b) in pub.index}
+        vb = {d: pub[d][name(b)] if isinstance(b, str) else b[d] for d in va}
+        return PaperMargin(prefix + ", ".join(f"{d} {va[d] - vb[d]:+.1f}" for d in va), [va[d] - vb[d] for d in va],
+                           datasets=list(va), values=[(va[d], vb[d]) for d in va])  # fmt: skip
 
     best_paper = {d: pub[d].drop(["FedMN", "FedEM"]).max() for d in pub.columns}
     mech = mechanism(f"Table II: {SWAP_CLAIM}", verdict(list(swap), resolution=resolution, budget=result.improving("FedMN")),
@@ -727,10 +731,10 @@ def table2_claims(result, pub: pd.DataFrame, paper_row: dict, best: str, best_ot
         claim("ours: routing beats the same network with every path on (FedMN − FedMN, no routing)", result, "FedMN",
               flat, paper="not measured", resolution=resolution, plan=plan, plan_name="FedMN − no routing"),
         claim(f"Table II: FedMN beats the strongest baseline ({best}, on validation)", result, "FedMN", best,
-              paper="vs FedEM: " + margin("FedMN", "FedEM"), resolution=resolution, headline=True, mechanism=mech,
+              paper=margin("FedMN", "FedEM", "vs FedEM: "), resolution=resolution, headline=True, mechanism=mech,
               plan=plan, plan_name="FedMN − strongest baseline"),
         claim(f"Table II: FedEM beats the other baselines (strongest: {best_other}, on validation)", result, "FedEM",
-              best_other, paper=", ".join(f"{d} {pub[d]['FedEM'] - best_paper[d]:+.1f}" for d in pub.columns),
+              best_other, paper=margin("FedEM", best_paper),
               resolution=resolution, plan=plan, plan_name="FedEM − strongest other"),
         claim("Table II: FedAvg+ (fine-tuned) beats FedAvg (the paper's text: on CIFAR-10; its table: CIFAR-10 and "
               "EMNIST)", result, "FedAvg + FT", "FedAvg", paper=margin("FedAvg + FT", "FedAvg"), resolution=resolution,

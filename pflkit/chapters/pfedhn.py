@@ -25,11 +25,13 @@ from ..partitions import total_variation
 from ..plots import arm_palette, claims_plot  # importing it shows a notebook's figures with their text size
 from ..results import absent_rival, margin_text
 from ..verdicts import (
+    PaperMargin,
     arm_seeds,
     arms_budget,
     claim,
     claim_row,
     fmt_interval,
+    interval,
     mechanism,
     paper_vs_ours,
     rising,
@@ -336,7 +338,7 @@ def table2_claims(res, best, diffs, plan, *, hn, baselines, widths, published, r
         absent = absent_rival(pub, "pFedHN", baselines, variants=())
         r = claim_row(text, v, paper=margin_text(pub, "pFedHN", dataset=label), plan=plan, note=absent,
                       rising=rising(res, hn, best[w]) if v.budget else "", arms=arms_budget(res, hn, best[w]),
-                      **row)  # fmt: skip
+                      ours_b=interval(res.values(best[w]))[0], **row)  # fmt: skip
         rows.append(r)
         lines.append(f"* Size {w}: pFedHN − {best[w]}: {say(r)}.")
     return rows, lines
@@ -542,7 +544,7 @@ def headroom_rows(res, arms, baselines, shared, published, n0: int, plan, resolu
             f"Table 1, {where}: {hn} beats the strongest baseline ({best}, on validation)",
             verdict(diffs[name], budget=res.budget(hn, best), resolution=resolution),
             paper=margin_text(published, hn, exclude=("pFedHN", "pFedHN-PC"), dataset="CIFAR-10"), headline=True,
-            saturated=sat, mechanism=mech, plan=plan, plan_name=name,
+            saturated=sat, mechanism=mech, plan=plan, plan_name=name, ours_b=interval(res.values(best))[0],
         ))  # fmt: skip
     acc = res.summary()["mean_acc"]
     head = (f"This setting is **{sat}**.\n" if sat else
@@ -685,7 +687,8 @@ def spectral_claim(res, text: str, published, n: int, margin: float, plan):
     (``published``: the paper's pFedHN rows on CIFAR-10, Tables 1 and 4) and the page's lines."""
     p1 = published[(published.table == "Table 1") & (published.setting == f"{n} clients")]["value"]
     p4 = published[(published.table == "Table 4") & published.setting.str.startswith(f"{n} clients")]["value"]
-    paper = f"{p4.iloc[0] - p1.iloc[0]:+.1f} (CIFAR-10)" if len(p1) and len(p4) else ""
+    paper = (PaperMargin(f"{p4.iloc[0] - p1.iloc[0]:+.1f} (CIFAR-10)", [p4.iloc[0] - p1.iloc[0]], datasets=["CIFAR-10"],
+                         values=[(p4.iloc[0], p1.iloc[0])]) if len(p1) and len(p4) else "")  # fmt: skip
     row = claim(text, res, "pFedHN + spectral norm", "pFedHN", margin=margin, paper=paper, plan=plan)
     spared = res.compare("pFedHN + spectral norm, heads spared", "pFedHN", margin=margin)
     table = paper_vs_ours(res, {"pFedHN": p1.mean(), "pFedHN + spectral norm": p4.mean()}, label="paper CIFAR-10")
@@ -1199,7 +1202,8 @@ def c5_summary(res, paper, text: str, margin: float, plan):
     fin = res.finals().groupby("arm")["MB_up"].mean()
     extra = 1e6 * (fin[fixed] - fin[trainable])
     pub = paper[paper.table == "Appendix C.5"].set_index("setting")["value"]
-    paper_c5 = f"{pub['50 clients / fixed embedding'] - pub['50 clients / trainable embedding']:+.1f} (CIFAR-10)"
+    a, b = pub["50 clients / fixed embedding"], pub["50 clients / trainable embedding"]
+    paper_c5 = PaperMargin(f"{a - b:+.1f} (CIFAR-10)", [a - b], datasets=["CIFAR-10"], values=[(a, b)])
     row = claim(text, res, fixed, trainable, margin=margin, paper=paper_c5, plan=plan)
     published = {trainable: pub["50 clients / trainable embedding"], fixed: pub["50 clients / fixed embedding"]}
     return row, extra, paper_vs_ours(res, published, label="paper CIFAR-10")

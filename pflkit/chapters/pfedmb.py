@@ -736,15 +736,19 @@ def scale_words(v_main, v_alt, *, chosen: str, other: str, shift: float, local: 
     scale (``v_main``, a :class:`pflkit.verdicts.Verdict`) and at the ``other`` (``v_alt``); whether the
     scale moves the comparison (mean differences more than ``shift`` points apart), or only the words
     differ; and Local's accuracy ``local`` against ``local_high`` (%).  A description, not a test."""
-    text = f"Eq. 5 minus eq. 6, paired over the seeds: with the {chosen} **{v_main}**; with the {other} **{v_alt}**. "
+
+    def desc(v) -> str:  # the interval without a word: the claims rows carry the words (saturated here: not tested)
+        return f"{v.mean:+.1f} points, 95 % CI [{v.lo:+.1f}, {v.hi:+.1f}], {v.n} seeds"
+
+    text = f"Eq. 5 minus eq. 6, paired over the seeds: with the {chosen} **{desc(v_main)}**; with the {other} **{desc(v_alt)}**. "
     if abs(v_main.mean - v_alt.mean) > shift:
         text += (
             f"The mean differences are {v_main.mean:+.1f} and {v_alt.mean:+.1f} points, "
             f"{abs(v_main.mean - v_alt.mean):.1f} apart, more than {shift:g} (a description, not a test): the initial "
             "scale, which the paper does not specify, moves the comparison. "
         )
-    elif v_main.word != v_alt.word and np.sign(v_main.mean) == np.sign(v_alt.mean):
-        decided = chosen if v_main.word in ("reproduces", "contradicted") else other
+    elif (v_main.lo > 0) != (v_alt.lo > 0) and np.sign(v_main.mean) == np.sign(v_alt.mean):
+        decided = chosen if v_main.lo > 0 or v_main.hi < 0 else other
         text += (
             f"Both scales give eq. 5 − eq. 6 the same sign and about the same size ({v_main.mean:+.1f} and "
             f"{v_alt.mean:+.1f} points); only the runs with the {decided} have an interval that clears zero, so "

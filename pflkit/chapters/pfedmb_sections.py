@@ -40,7 +40,7 @@ from ..methods import display_name, get_method
 from ..methods.pfedmb import combined_model, multi_branch
 from ..models import build_model, n_params
 from ..pages import findings, fit, folded, glue_values, prose, setup_card
-from ..verdicts import RESOLUTION, claim_row, fmt_interval, seeds_text, verdict, words_text
+from ..verdicts import RESOLUTION, PaperMargin, claim_row, fmt_interval, seeds_text, verdict, words_text
 from .pfedmb import (
     PFEDMB,
     PROSE_NAMES,
@@ -514,9 +514,12 @@ class Table1:
     paper: pd.Series
     printed: pd.Series
 
-    def paper_diff(self, a: str, b: str) -> str:
-        """The paper's difference a − b by both readings of its header."""
-        return f"text's reading {paper_diff(self.paper, a, b)}; printed order {paper_diff(self.printed, a, b)}"
+    def paper_diff(self, a: str, b: str) -> PaperMargin:
+        """The paper's difference a − b by both readings of its header, with its numbers."""
+        text = f"text's reading {paper_diff(self.paper, a, b)}; printed order {paper_diff(self.printed, a, b)}"
+        readings = {"text's reading": self.paper, "printed order": self.printed}
+        pairs = {k: (t[a], t[b]) for k, t in readings.items() if a in t and b in t}
+        return PaperMargin(text, [x - y for x, y in pairs.values()], datasets=list(pairs), values=list(pairs.values()))
 
 
 def table1_and_fig4(pairs, paper: pd.DataFrame) -> Table1:
@@ -1029,7 +1032,9 @@ def table2_claims(
         where = name if name in P.headline else f"{name} (not a headline setting)"
         rival, col = plan.rival[name], paper.col(name)
         p_rival = col.drop("pFedMB").idxmax()
-        p_diff = f"{col['pFedMB'] - col[p_rival]:+.2f} vs {REGISTRY_NAME.get(p_rival, p_rival)}"
+        p_diff = PaperMargin(f"{col['pFedMB'] - col[p_rival]:+.2f} vs {REGISTRY_NAME.get(p_rival, p_rival)}",
+                             [col["pFedMB"] - col[p_rival]], values=[(col["pFedMB"], col[p_rival])],
+                             vs=REGISTRY_NAME.get(p_rival, p_rival))  # fmt: skip
         key = f"{name}: pFedMB − {rival}"
         if plan.claims[key][1] is None:
             t2_rows.append(claim(f"Table II, {where}: pFedMB beats the strongest other method ({rival}, on validation)",
@@ -1060,8 +1065,12 @@ def table2_claims(
                 test_worst[balanced_rival] - test_worst[PFEDMB],
                 runs,
                 [arm(n, balanced_rival) for n in P.headline] + [plan.arm_of(n, PFEDMB) for n in P.headline],
-                paper=f"{paper_worst[paper_other] - paper_worst['pFedMB']:+.2f} (worst gaps over these settings: pFedMB "
-                f"{paper_worst['pFedMB']:.2f}, {paper_other} {paper_worst[paper_other]:.2f})",
+                paper=PaperMargin(
+                    f"{paper_worst[paper_other] - paper_worst['pFedMB']:+.2f} (worst gaps over these "
+                    f"settings: pFedMB {paper_worst['pFedMB']:.2f}, {paper_other} "
+                    f"{paper_worst[paper_other]:.2f})",
+                    [paper_worst[paper_other] - paper_worst["pFedMB"]],
+                ),
                 note=amp_note(P.headline) if balanced_rival == "FedAMP" else "",
             )
         )
@@ -1073,7 +1082,11 @@ def table2_claims(
                 name,
                 arm(name, fed_rival),
                 plan.arm_of(name, PFEDMB),
-                paper=f"{paper.of(name, fed_rival) - paper.of(name, PFEDMB):+.2f}",
+                paper=PaperMargin(
+                    f"{paper.of(name, fed_rival) - paper.of(name, PFEDMB):+.2f}",
+                    [paper.of(name, fed_rival) - paper.of(name, PFEDMB)],
+                    values=[(paper.of(name, fed_rival), paper.of(name, PFEDMB))],
+                ),
                 key=f"{name}: {fed_rival} − pFedMB",
             )
         )
@@ -1087,7 +1100,7 @@ def table2_claims(
                 diffs[key],
                 runs,
                 [a for _, x, y in plan.claims[key][0] for a in (x, y)],
-                paper=f"{p:+.2f}",
+                paper=PaperMargin(f"{p:+.2f}", [p]),
                 note=amp_note([hard, simple]) if m == "FedAMP" else "",
                 **plan_of(key),
             )
