@@ -128,6 +128,65 @@ def glance(data) -> pd.DataFrame:
     return out[list(GLANCE)].rename(columns=GLANCE).reset_index(drop=True)
 
 
+_SAID = {  # a verdict word as the bottom line says it, singular and plural
+    "reproduces": ("reproduces", "reproduce"),
+    "no difference": ("shows no difference", "show no difference"),
+    "contradicted": ("is contradicted", "are contradicted"),
+    "inconclusive": ("is inconclusive", "are inconclusive"),
+    "underpowered": ("is underpowered", "are underpowered"),
+    "not tested": ("is not tested", "are not tested"),
+}
+_SIZE_SAID = {"as the paper's": "as large as the paper's", "smaller than the paper's": "smaller than the paper's",
+              "larger than the paper's": "larger than the paper's", "size undetermined": "size undetermined"}  # fmt: skip
+
+
+def bottom_line(data, paper: str, setting: str = "", *, runs: bool = True) -> str:
+    """What a paper's lead claims came to here, in words a student can repeat (``data``: claims data,
+    :func:`pflkit.verdicts.claims_data`, or a claims file): per word, how many lead claims got it, which
+    (the table or figure, or the claim in a few words) and at what size, with the flags that qualify
+    them; on what runs (``runs=False``: where a sentence above says it).  ``setting``: a sentence on how our
+    setting differs from the paper's, where that matters for reading the words."""
+    import re
+
+    import pandas as pd
+
+    from .verdicts import INERT, SATURATED, WORDS
+
+    if not len(data) or "lead" not in data:
+        return ""
+    d = data[data["lead"].astype(str).str.strip() != ""]
+    if not len(d):
+        return ""
+    d = d.assign(_order=pd.to_numeric(d["lead"])).sort_values("_order", kind="stable")
+    blank = pd.Series("", index=d.index)
+    sizes = d["size"].fillna("").astype(str) if "size" in d else blank
+    flags = d["flags"].fillna("").astype(str) if "flags" in d else blank
+    shorts = d["short"].fillna("").astype(str) if "short" in d else d["claim"].astype(str)
+
+    def label(short: str) -> str:  # "Table 1, 10 clients: pFedHN beats ..." -> "Table 1, 10 clients"
+        m = re.match(r"^((?:Table|Figure)[^:]*):", short)
+        return m.group(1) if m else short
+
+    parts = []
+    for word in WORDS:
+        mine = d.index[d["verdict"] == word]
+        if not len(mine):
+            continue
+        items = []
+        for i in mine:
+            said = [_SIZE_SAID.get(sizes[i], "")] + (["mechanism inert"] if INERT in flags[i] else [])
+            said = ", ".join(x for x in said if x)
+            items.append(label(shorts[i]) + (f": {said}" if said else ""))
+        why = ", too few seeds to decide" if word == "underpowered" else ""
+        if word == "not tested" and flags[mine].str.contains(SATURATED).all():
+            why = ", saturated, with no room for the paper's effect at our accuracies"
+        parts.append(f"{len(mine)} {_SAID[word][len(mine) > 1]}{why} ({'; '.join(items)})")
+    text = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+    many = f"the {len(d)} lead claims" if len(d) > 1 else "the one lead claim"
+    lead = f"Of {many} of {paper}" + (", on Fashion-MNIST with LeNet-scale models at CPU budgets" if runs else "")
+    return f"{lead}: {text}." + (f" {setting}" if setting else "")
+
+
 def claims_tally(claims: list[dict]) -> str:
     """The sentence under a claims table: the claims counted by verdict word, and how many rest on runs
     still improving at the end of their budget."""
@@ -234,6 +293,20 @@ def findings(rows: list[dict], bullets: int = 5, own=None) -> str:
         notes = [f"* {r['claim']}: {ours(r)}" + (f" ({r['notes']})" if r.get("notes") else "") + "." for r in lead]
         out += ["", ":::{dropdown} Every lead claim, with its notes", *notes, ":::"]
     return "\n".join(out)
+
+
+def glue_findings(rows: list[dict], paper: str, *, setting: str = "", **options) -> None:
+    """Glue a chapter's findings for the top of its page: ``findings`` (:func:`findings` of its claims
+    ``rows``, with ``options``) and ``bottom_line``, the box's opening sentence (:func:`bottom_line`:
+    what the lead claims of ``paper`` came to here; ``setting``: how our setting differs, where it matters)."""
+    from IPython.display import Markdown
+    from myst_nb import glue
+
+    from .verdicts import claims_data
+
+    glue("findings", Markdown(findings(rows, **options)), display=False)
+    line = bottom_line(claims_data(rows), paper, setting)
+    glue("bottom_line", Markdown(f"**The bottom line.** {line}" if line else ""), display=False)
 
 
 def _mechanism_words(mechs: list[dict]) -> list[str]:

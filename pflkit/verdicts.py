@@ -437,7 +437,8 @@ def claim(
     if v.budget:  # say how far the arms still moved: a budget-limited verdict is read with that in mind
         row.setdefault("rising", rising(result, a, b))
     row.setdefault("arms", arms_budget(result, a, b))
-    row.setdefault("ours_b", interval(result.values(b, metric))[0])
+    if isinstance(paper, PaperMargin) and paper.values:  # our comparator's accuracy carries the paper's margin
+        row.setdefault("ours_b", interval(result.values(b, metric))[0])
     return claim_row(text, v, paper, **row)
 
 

@@ -432,8 +432,11 @@ def test_table1_claims_check_the_mechanisms_first_and_judge_the_papers_pairs():
     assert out["mech"]["verdict"] == "reproduces" and out["mech_c"]["verdict"] == "reproduces"
     fedmd = out["claims"][2]
     assert fedmd["claim"] == "Table 1, Non-IID_1: KT-pFL beats FedMD (learned c − uniform c)"
-    assert fedmd["verdict"] == "reproduces" and fedmd.get("headline") and fedmd["paper"] == "+3.0 vs Sim-pFD"
-    assert out["claims"][3]["paper"] == "+3.00 (vs Sim-pFD)"
+    # the paper's margin for the claim's own comparison, and beside it its strongest comparator's
+    assert fedmd["verdict"] == "reproduces" and fedmd.get("headline")
+    assert fedmd["paper"] == "+7.00 vs FedMD (FMNIST); strongest comparator: +3.00 vs Sim-pFD"
+    assert fedmd["paper"].margins == (7.0,) and fedmd["size"] in ("as the paper's", "larger than the paper's")
+    assert out["claims"][3]["paper"] == "+3.00 vs Sim-pFD (FMNIST)"
     assert len(out["lines"]) == 1 and out["lines"][0].count("\n* ") == 3  # no arm ran on
     assert out["notes"][0].startswith("* Non-IID_1, control: FedDF's server distillation (FedDF − FedDF, no server")
     ran = table1_claims("Non-IID_1", res, res, budget.assign(budget="2×", rounds=8), best="Sim-pFD", plan=None, pub=pub,

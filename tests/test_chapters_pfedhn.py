@@ -247,9 +247,12 @@ def test_table2_helpers_split_the_hypernetwork_by_size():
     assert (
         rows[0]["verdict"] == "reproduces" and rows[0]["paper"] == "+3.0 vs pFedMe (CIFAR-10)"
     )  # the paper's strongest
-    assert rows[1]["paper"] == "+4.0 vs FedAvg (CIFAR-10)" and rows[1]["notes"] == ""
-    assert rows[0]["notes"] == "the paper's strongest comparator, pFedMe, is not among our arms here"
-    assert lines[0] == "* Size S: pFedHN − FedAvg (S): **reproduces**, +15.0 [+15.0, +15.0] (3 seeds)."
+    assert rows[1]["paper"] == "+4.0 vs FedAvg (CIFAR-10)" and rows[1]["notes"].startswith("the paper's +4.0, carried")
+    assert rows[0]["notes"].startswith("the paper's strongest comparator, pFedMe, is not among our arms here; ")
+    assert rows[0]["size"] == "larger than the paper's"  # ours +15 against the paper's +3, carried to our error
+    assert lines[0] == (
+        "* Size S: pFedHN − FedAvg (S): **reproduces** · *larger than the paper's*, +15.0 [+15.0, +15.0] (3 seeds)."
+    )
 
 
 def test_size_swaps_average_the_sizes_per_seed():

@@ -443,16 +443,17 @@ def test_eq2_table_holds_in_every_branch_layer_and_the_prose_names():
 def test_scale_words_say_whether_the_initial_scale_moves_the_comparison():
     from pflkit.chapters.pfedmb import scale_words
 
-    class V:
+    class V:  # a verdict: its word, and an interval that clears 0 where the word is a direction
         def __init__(self, mean, word):
-            self.mean, self.word = mean, word
-
-        def __str__(self):
-            return f"{self.word}, {self.mean:+.1f}"
+            self.mean, self.word, self.n = mean, word, 3
+            half = abs(mean) / 2 if word in ("reproduces", "contradicted") else abs(mean) + 1
+            self.lo, self.hi = mean - half, mean + half
 
     kw = dict(chosen="branches × √B", other="branches as drawn", shift=5.0, local_high=90.0)
     moved = scale_words(V(1.0, "reproduces"), V(-7.0, "contradicted"), local=98.7, **kw)
-    assert moved.startswith("Eq. 5 minus eq. 6, paired over the seeds: with the branches × √B **reproduces, +1.0**")
+    # the intervals without a word: the claims rows carry the words
+    assert moved.startswith("Eq. 5 minus eq. 6, paired over the seeds: with the branches × √B **+1.0 points, 95 % CI "
+                            "[+0.5, +1.5], 3 seeds**")  # fmt: skip
     assert "8.0 apart, more than 5" in moved and moved.endswith("little for collaboration to add.")
     words = scale_words(V(1.5, "reproduces"), V(1.3, "inconclusive"), local=80.0, **kw)
     assert "only the runs with the branches × √B have an interval" in words and words.endswith("(mean over seeds).")

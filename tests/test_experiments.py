@@ -38,7 +38,7 @@ def test_noise_is_inconclusive():
     rng = np.random.default_rng(0)
     words = [ex.verdict(rng.normal(0, 1, 5)).word for _ in range(200)]
     # a 95 % interval excludes 0 about 5 % of the time when there is no effect
-    assert words.count("inconclusive") > 170
+    assert words.count("inconclusive") + words.count("no difference") > 170  # inside ± 1 point: no difference
     assert ex.verdict([1.0, -1.0, 0.5]).word == "inconclusive"
 
 
@@ -407,8 +407,8 @@ def test_claims_and_paper_tables(tmp_path):
     assert table.loc["FedAvg", "ours mean_acc"].endswith(f"(4 seeds; {common:.1f} on the 3 all arms ran)")
     assert "seeds" not in table.loc["Local", "ours mean_acc"]
     assert list(table.columns) == list(ex.paper_vs_ours(res, {}).columns)  # no column more
-    plan = ex.seed_plan({"far": [0.1, -0.2, 0.15]}, cap=3)
-    under = ex.claim_row("far", ex.verdict([0.1, -0.2, 0.15]), plan=plan)
+    plan = ex.seed_plan({"far": [1.5, -1.2, 0.4]}, cap=3)
+    under = ex.claim_row("far", ex.verdict([1.5, -1.2, 0.4]), plan=plan)
     assert ex.in_words(under).startswith("underpowered, ")  # what the table says, not the bare verdict's word
     two = ex.claim("on two seeds", ex.sweep(arms(), [0, 1], tmp_path, workers=1, progress=False), "Local", "FedAvg")
     assert two["verdict"] == "not tested"

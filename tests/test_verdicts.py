@@ -437,3 +437,32 @@ def test_an_undecided_claim_short_of_its_plan_is_underpowered():
     need = 6
     short = claim_row("c", verdict([3.0, -2.0, 4.0]), plan=plan)
     assert need > 3 and short["verdict"] == "underpowered" and f"planned {need} seeds, 3 run" in short["notes"]
+
+
+def test_the_bottom_line_says_each_lead_claims_word_size_and_flags_in_the_papers_order():
+    from pflkit.pages import bottom_line
+    from pflkit.verdicts import claims_data, lead
+
+    pm = PaperMargin("+2.0", [2.0], values=[(80.0, 78.0)])
+    rows = [
+        lead(
+            claim_row("Table 1: A beats B", verdict([2.0, 3.0, 2.5]), pm, ours_b=78.0),
+            1,
+            "Table 1: A beats B",
+            setting="",
+        ),
+        lead(
+            claim_row("Table 2: A beats C", verdict([0.1, -0.2, 0.0]), pm, ours_b=99.5),
+            2,
+            "Table 2: A beats C",
+            setting="",
+        ),
+        claim_row("ours: A beats D", verdict([2.0, 3.0, 2.5])),  # not a lead claim: not in the sentence
+    ]
+    line = bottom_line(claims_data(rows), "Paper X", "Our split is milder.")
+    assert line.startswith("Of the 2 lead claims of Paper X, on Fashion-MNIST with LeNet-scale models at CPU budgets: ")
+    assert "1 reproduces (Table 1: as large as the paper's)" in line
+    assert "1 is not tested, saturated, with no room for the paper's effect at our accuracies (Table 2)" in line
+    assert line.endswith("Our split is milder.") and "ours: A beats D" not in line
+    assert bottom_line(claims_data(rows[2:]), "Paper X") == ""  # no lead claim: nothing to say
+    assert "on Fashion-MNIST" not in bottom_line(claims_data(rows), "Paper X", runs=False)

@@ -429,7 +429,7 @@ def write_findings(stage: Path) -> None:
     intro = stage / "book" / "intro.md"
     if not intro.exists() or FINDINGS_MARKER not in intro.read_text():
         return
-    from pflkit.pages import glance, markdown_table, runs_sentence
+    from pflkit.pages import bottom_line, glance, markdown_table, runs_sentence
     from pflkit.verdicts import FLAG_MEANINGS, MEANINGS, SIZE_MEANINGS, words_text
 
     titles = {p.stem: p for p in chapters()}
@@ -446,7 +446,12 @@ def write_findings(stage: Path) -> None:
         g["The paper claims"] = [f"[{name}]({stem}.ipynb): {c}" for c in g["The paper claims"]]
         g.insert(0, "Paper", name)
         rows.append(g)
-    lines = [runs_sentence(every), ""]
+    lines = [runs_sentence(every), "", "**The bottom line, paper by paper.**", ""]
+    for stem, d in papers.items():  # what each paper's lead claims came to, in words, before the table's numbers
+        name = chapter_title(titles[stem]).split(":")[0]
+        if line := bottom_line(d, f"[{name}]({stem}.ipynb)", runs=False):
+            lines.append(f"* {line}")
+    lines.append("")
     if rows:  # a row for every paper in the first screen (its first lead claim), every lead claim in the fold below
         everything = pd.concat(rows, ignore_index=True)
         first = everything.groupby("Paper", sort=False).head(1).drop(columns="Paper")
@@ -455,7 +460,7 @@ def write_findings(stage: Path) -> None:
                   markdown_table(everything.drop(columns="Paper"), css="glance"), "::::", ""]  # fmt: skip
     lines += ["Each row is a paper's first lead claim, in the paper's order, whatever our verdict; each chapter opens "
               "with all of its own. The words follow [the verdict rule](verdict-rule); the [glossary](glossary.md) "
-              "defines the flags.", ""]  # fmt: skip
+              "defines the sizes and the flags.", ""]  # fmt: skip
 
     def said(d: pd.DataFrame) -> str:
         return (

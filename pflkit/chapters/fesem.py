@@ -261,9 +261,10 @@ def paper_diff(paper: pd.DataFrame, a: str, b: str, metric: str = "micro_acc"):
         for t, d in DATASETS.items():
             col = paper[(paper.table == t) & (paper.metric == metric) & ~paper.method.str.startswith("FeSEM")]
             tops[d] = col.loc[col.value.idxmax(), ["method", "value"]].tolist()
-        if any(m != b for m, _ in tops.values()):
-            strongest = ", ".join(f"{d} {pairs[d][0] - v:+.1f} vs {m}" for d, (m, v) in tops.items())
-            text += f" (strongest comparator: {strongest})"
+        other = {d: (m, v) for d, (m, v) in tops.items() if m != b}  # where the strongest is another method
+        if other:
+            strongest = ", ".join(f"{pairs[d][0] - v:+.1f} vs {m} on {d}" for d, (m, v) in other.items())
+            text += f"; vs the strongest: {strongest}"
     return PaperMargin(text, [x - y for x, y in pairs.values()], datasets=list(pairs), values=list(pairs.values()),
                        strongest=strongest, vs=b)  # fmt: skip
 

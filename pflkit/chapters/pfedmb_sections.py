@@ -39,7 +39,7 @@ from ..experiments import (
 from ..methods import display_name, get_method
 from ..methods.pfedmb import combined_model, multi_branch
 from ..models import build_model, n_params
-from ..pages import findings, fit, folded, glue_values, prose, setup_card
+from ..pages import fit, folded, glue_findings, glue_values, prose, setup_card
 from ..verdicts import RESOLUTION, PaperMargin, claim_row, fmt_interval, seeds_text, verdict, words_text
 from .pfedmb import (
     PFEDMB,
@@ -1271,7 +1271,6 @@ class Reproduced(NamedTuple):
 def what_reproduced(P: Params, rows: list[dict]) -> Reproduced:
     """The compact claims table of 'What reproduced' from the chapter's claims ``rows``, the paper's claims
     first, our own checks folded; the findings at the top of the page (glued)."""
-    from myst_nb import glue
 
     paper_rows = [r for r in rows if not is_our_check(r)]  # the paper's claims
     our_rows = [r for r in rows if is_our_check(r)]  # our checks: the mechanism checks and the diagnostic under Table I
@@ -1289,7 +1288,7 @@ def what_reproduced(P: Params, rows: list[dict]) -> Reproduced:
         leads.append((r["claim"].split(" (")[0], f"Table II, {where.split(' / ')[0]}: pFedMB {what}",
                       f"FMNIST {where.replace(' / ', ', ')}, E = {P.epochs} (paper: {P.paper_epochs})", why))  # fmt: skip
     rows = mark_leads(list(rows), leads)  # the caller's list unmarked
-    glue("findings", Markdown(findings(rows, own=is_our_check)), display=False)  # shown at the top of the page
+    glue_findings(rows, "pFedMB", own=is_our_check)  # shown at the top of the page
     claims = claims_table(rows)
     claims.insert(0, "claim of", ["ours" if is_our_check(r) else "the paper" for r in rows])
     paper_claims = claims[claims["claim of"] == "the paper"].drop(columns="claim of")
