@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .sweeps import IMPROVING_POINTS
+from .sweeps import IMPROVING_POINTS, RISING_POINTS
 from .verdicts import (
     CEILING,
     CONFIDENCE,
@@ -73,13 +73,17 @@ written once in the kit (`pflkit.verdicts`), gives every verdict in the book:
    only if its interval lies wholly beyond $-m$), and it is no headline. A claim without a numeric
    paper margin is saturated when its setting's strongest arm lies within {CEILING:g} points of 100 %,
    or all its arms within {RESOLUTION:g} point of each other. Its table stays, labelled.
-8. **Budget.** A run is *still improving* when its mean validation accuracy rose by more than
-   {IMPROVING_POINTS:g} point over the last fifth of its rounds. An arm of a headline claim that is
-   still improving runs on, with twice its rounds at the same per-round protocol, until it stops
-   improving or reaches the cap its chapter states; each arm is then read at its own stopping point.
-   A verdict that still rests on a rising arm carries the flag **budget-limited**, with how far the arm
-   was still rising: it tells how fast the methods learn at our budget, not where they end up. When a run was not evaluated both before and inside its last
-   fifth, the table says *budget not measured*.
+8. **Budget.** The budget unit is the training samples the clients process (local steps × batch, or
+   local epochs × their images, summed over the clients a round samples), with the bytes sent beside it.
+   An arm is *still rising* when its validation gain over the last fifth of its rounds, pooled over
+   its seeds, exceeds {RISING_POINTS:g} point with the lower bound of its 95 % interval above 0. An arm
+   of a headline claim whose gain exceeds {IMPROVING_POINTS:g} point runs on, with twice its rounds at the
+   same per-round protocol, up to the cap its chapter states. Where the two arms of a claim ended on
+   different budgets, both are read at the budget both reached, from their stored curves, and the
+   claim's notes say at which rounds. A verdict that rests on a rising arm carries the flag
+   **budget-limited**, with how far the arm was still rising (points): it tells how fast the methods
+   learn at our budget, not where they end up. When a run was not evaluated both before and inside its
+   last fifth, the table says *budget not measured*.
 
 The size and the flags (*budget-limited*, *saturated*, *mechanism inert*) stand beside the word
 wherever it is printed, and the tallies count words, sizes and flags apart.

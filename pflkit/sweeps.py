@@ -31,7 +31,12 @@ from .profiles import repo_relative
 from .store import Store, _log_usage, canonical, code_version, cores, run_key
 from .verdicts import DECISION_FLOOR, SEED_CAP, Verdict, _budget, arm_seeds, interval, planned_seeds, seed_plan, verdict
 
-IMPROVING_POINTS = 1.0  # still improving: validation accuracy rose by more than this over the last fifth
+IMPROVING_POINTS = (
+    1.0  # a run whose validation accuracy rose by more than this over its last fifth runs on (until_flat)
+)
+RISING_POINTS = (
+    0.5  # an arm is rising: its last-fifth gain, pooled over its seeds, above this, its lower 95 % bound above 0
+)
 
 # ----------------------------------------------------------------------------- one run in a worker
 
@@ -253,7 +258,7 @@ def until_flat(
     seeds = {a: sorted(s for (b, s) in result.records if b == a) for a in only}
     records, factor = dict(result.records), dict.fromkeys(only, 1)
     current, computed, reused = result, result.computed, result.reused
-    while todo := [a for a in only if seeds[a] and current.improving(a) and 2 * factor[a] <= cap]:
+    while todo := [a for a in only if seeds[a] and current.extends(a) and 2 * factor[a] <= cap]:
         for a in todo:
             factor[a] *= 2
         res = sweep({a: longer(arms[a], factor[a]) for a in todo}, {a: seeds[a] for a in todo}, store, **kw)
@@ -333,6 +338,31 @@ def improvement(history: list[dict], rounds: int, key: str = "val_mean_acc") -> 
     if not before or rows[-1]["round"] <= cut:
         return None
     return 100 * (rows[-1][key] - max(before))
+
+
+def rising(gains) -> bool | None:
+    """Whether an arm was still rising at its end, from its runs' validation gains over the last fifth
+    (points, one a seed): their mean exceeds :data:`RISING_POINTS` and the lower bound of their 95 %
+    interval lies above 0 (one seed: its gain above :data:`RISING_POINTS`); None when one is not measured."""
+    gains = list(gains)
+    if not gains or any(g is None or g != g for g in gains):
+        return None
+    mean, half, n = interval(gains)
+    return bool(mean > RISING_POINTS and (n < 2 or mean - half > 0))
+
+
+def samples_per_round(config: dict, train_sizes=None) -> float:
+    """Training samples a round of ``config`` processes on its clients (the book's budget unit): the
+    clients it samples times each one's local work, ``local_steps × batch_size`` or ``local_epochs`` passes
+    over its training images (``train_sizes``: per client; else the training images shared evenly).  A
+    method's extra work (a proximal or distillation step, a second model) is not counted."""
+    clients = config["clients"]
+    sizes = list(train_sizes) if train_sizes else [(config.get("train_images") or 60000) / clients] * clients
+    if config.get("local_steps"):
+        work = [config["local_steps"] * config["batch_size"]] * clients
+    else:
+        work = [config.get("local_epochs", 1) * n for n in sizes]
+    return max(1.0, config.get("sample_rate", 1.0) * clients) / clients * sum(work)
 
 
 def still_improving(gain: float | None) -> bool | None:
@@ -433,12 +463,85 @@ class SweepResult:
         return f[f.arm == arm].set_index("seed")[metric].sort_index()
 
     def improving(self, arm: str) -> bool | None:
-        """Whether the arm was still improving at its end (mean gain over its seeds)."""
+        """Whether the arm was still rising at its end (:func:`rising`: its gains over the last fifth,
+        pooled over its seeds)."""
+        f = self.finals()
+        gains = f[f.arm == arm].gain_last_fifth
+        if gains.empty or gains.isna().any():
+            return None
+        return rising(gains.tolist())
+
+    def extends(self, arm: str) -> bool | None:
+        """Whether :func:`until_flat` runs the arm on: its mean gain over the last fifth above
+        :data:`IMPROVING_POINTS` (the rule the committed store's runs were extended by)."""
         f = self.finals()
         gains = f[f.arm == arm].gain_last_fifth
         if gains.empty or gains.isna().any():
             return None
         return still_improving(float(gains.mean()))
+
+    def gains_at(self, arm: str, rounds: dict[int, int]) -> list[float | None]:
+        """The arm's validation gains over the last fifth of ``rounds`` (seed -> the round it is read at)."""
+        return [
+            improvement([h for h in self.records[arm, s]["history"] if h["round"] <= r], r) for s, r in rounds.items()
+        ]
+
+    def rising_at(self, arm: str, rounds: dict[int, int]) -> bool | None:
+        """Whether the arm was still rising at ``rounds`` (seed -> round read), as :func:`rising` judges
+        its gains over the last fifth of those rounds."""
+        return rising(self.gains_at(arm, rounds))
+
+    def budget_of(self, arm: str, seed: int) -> float:
+        """Training samples the run processed on its clients (:func:`samples_per_round` × its rounds)."""
+        r = self.records[arm, seed]
+        return r["final"]["round"] * samples_per_round(r["config"], r.get("partition", {}).get("train_sizes"))
+
+    def read_at(self, arm: str, seed: int, samples: float, metric: str = "mean_acc") -> tuple[float, int] | None:
+        """The run's test ``metric`` (%) at its last evaluation within ``samples`` training samples, and that
+        round; None when it was not evaluated so early, or ``metric`` is not in its history."""
+        r = self.records[arm, seed]
+        spr = samples_per_round(r["config"], r.get("partition", {}).get("train_sizes"))
+        rows = [
+            h
+            for h in r["history"]
+            if metric in h and h[metric] == h[metric] and h["round"] * spr <= samples * (1 + 1e-9)
+        ]
+        return (100 * rows[-1][metric], int(rows[-1]["round"])) if rows else None
+
+    def common_budget(self, a: str, b: str, metric: str = "mean_acc", unit: str = "samples") -> dict | None:
+        """Where arms ``a`` and ``b`` ended on different budgets (``unit``: training samples processed, or
+        "rounds" for a claim about rounds of communication, whose arms differ in their work a round by
+        design): per seed both ran, each read at the smaller of their two budgets (:meth:`read_at`), with
+        the rounds read; None when they ended on the same budget on every seed, or the history cannot say."""
+        seeds = [s for s in self.seeds if (a, s) in self.records and (b, s) in self.records
+                 and not self.records[a, s].get("diverged") and not self.records[b, s].get("diverged")]  # fmt: skip
+        ends = {s: (self.records[a, s]["final"]["round"], self.records[b, s]["final"]["round"]) for s in seeds}
+        spent = {s: (self.budget_of(a, s), self.budget_of(b, s)) for s in seeds}
+        if unit == "rounds":  # each arm at the rounds both ran, in its own samples
+            same = all(x == y for x, y in ends.values())
+            targets = {s: tuple(min(ends[s]) / e * w for e, w in zip(ends[s], spent[s])) for s in seeds}
+        else:
+            same = all(abs(x - y) <= 1e-9 * max(x, y) for x, y in spent.values())
+            targets = {s: (min(w), min(w)) for s, w in spent.items()}
+        if not seeds or same:
+            return None
+        out = {}
+        for s, (x, y) in targets.items():
+            ra, rb = self.read_at(a, s, x, metric), self.read_at(b, s, y, metric)
+            if ra is None or rb is None:
+                return None
+            out[s] = (ra[0], rb[0], ra[1], rb[1])
+        return out
+        budgets = {s: (self.budget_of(a, s), self.budget_of(b, s)) for s in seeds}
+        if not seeds or all(abs(x - y) <= 1e-9 * max(x, y) for x, y in budgets.values()):
+            return None
+        out = {}
+        for s, (x, y) in budgets.items():
+            ra, rb = self.read_at(a, s, min(x, y), metric), self.read_at(b, s, min(x, y), metric)
+            if ra is None or rb is None:
+                return None
+            out[s] = (ra[0], rb[0], ra[1], rb[1])
+        return out
 
     def summary(self, metric: str = "mean_acc") -> pd.DataFrame:
         """Per arm: mean over seeds, 95 % CI half-width, seeds, still improving."""

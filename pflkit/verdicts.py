@@ -428,17 +428,38 @@ def saturation(result: SweepResult, arms=None, metric: str = "mean_acc", *, m: f
 
 def claim(
     text: str, result: SweepResult, a: str, b: str, *, paper: str = "", metric: str = "mean_acc",
-    margin: float | None = None, resolution: float | None = None, **row,
+    margin: float | None = None, resolution: float | None = None, unit: str = "samples", **row,
 ) -> dict:  # fmt: skip
     """One row of a chapter's claims table: the claim, the paper's number(s), ours (mean
     difference and 95 % CI over n seeds), the verdict word and the budget flag (``row``: the
-    options of :func:`claim_row`; our comparator ``b``'s mean carries a :class:`PaperMargin`)."""
-    v = result.compare(a, b, metric, margin, resolution)
-    if v.budget:  # say how far the arms still moved: a budget-limited verdict is read with that in mind
-        row.setdefault("rising", rising(result, a, b))
+    options of :func:`claim_row`; our comparator ``b``'s mean carries a :class:`PaperMargin`).
+    Where the two arms ended on different budgets (training samples processed by the clients), both are
+    read at the budget both reached, from their stored curves (:meth:`~pflkit.sweeps.SweepResult.common_budget`;
+    ``unit="rounds"``: a claim about rounds of communication, whose arms differ in their work a round by
+    design), and the notes say so; its budget flag is then each arm's rise where it is read."""
+    common = result.common_budget(a, b, metric, unit) if hasattr(result, "common_budget") else None
+    ours_b = None
+    if common:
+        diffs = [x - y for x, y, _, _ in common.values()]
+        rounds = {arm: {s: c[i] for s, c in common.items()} for arm, i in ((a, 2), (b, 3))}
+        up = {arm: result.rising_at(arm, r) for arm, r in rounds.items()}
+        v = verdict(diffs, margin=margin, budget=_budget(up.values()), resolution=resolution)
+        if v.budget:  # how far each arm still rose where it is read
+            gains = {arm: np.mean(result.gains_at(arm, rounds[arm])) for arm, r in up.items() if r}
+            row.setdefault("rising", ", ".join(f"{arm} +{g:.1f}" for arm, g in gains.items()))
+        at = {arm: sorted(set(r.values())) for arm, r in rounds.items()}
+        ends = {arm: int(max(result[arm, s]["final"]["round"] for s in common)) for arm in (a, b)}
+        read = "; ".join(f"{arm} at round {'/'.join(map(str, at[arm]))}" + (f" of {ends[arm]}" if at[arm][-1] < ends[arm] else "")
+                         for arm in (a, b))  # fmt: skip
+        row["note"] = "; ".join(x for x in (row.get("note", ""), f"read at the budget both arms reached ({read})") if x)
+        ours_b = float(np.mean([y for _, y, _, _ in common.values()]))
+    else:
+        v = result.compare(a, b, metric, margin, resolution)
+        if v.budget:  # say how far the arms still moved: a budget-limited verdict is read with that in mind
+            row.setdefault("rising", rising(result, a, b))
     row.setdefault("arms", arms_budget(result, a, b))
     if isinstance(paper, PaperMargin) and paper.values:  # our comparator's accuracy carries the paper's margin
-        row.setdefault("ours_b", interval(result.values(b, metric))[0])
+        row.setdefault("ours_b", ours_b if ours_b is not None else interval(result.values(b, metric))[0])
     return claim_row(text, v, paper, **row)
 
 

@@ -150,8 +150,8 @@ def test_a_still_improving_arm_runs_on_to_its_cap_at_the_same_per_round_protocol
     longer = ex.longer(base["FedAvg"], 2)
     assert (longer.rounds, longer.eval_every, longer.local_steps, longer.lr) == (4, 2, 8, 0.05)
     flagged = {"FedAvg"}  # the budget flag, fixed here: FedAvg rises until 4x its rounds, Local never
-    monkeypatch.setattr(ex.SweepResult, "improving",
-                        lambda self, a: a in flagged and self[a, 0]["config"]["rounds"] < 8)  # fmt: skip
+    for name in ("improving", "extends"):  # the flag and the run-on rule alike
+        monkeypatch.setattr(ex.SweepResult, name, lambda self, a: a in flagged and self[a, 0]["config"]["rounds"] < 8)
     res, report = ex.until_flat(first, base, tmp_path, cap=4, workers=1, progress=False)
     assert [res["FedAvg", s]["config"]["rounds"] for s in (0, 1, 2)] == [8, 8, 8]  # 2x, then 4x: its cap
     assert (
@@ -685,3 +685,30 @@ def test_the_compact_claims_table_shows_ours_and_the_verdict_and_folds_the_rest(
     shown, folded_part = html.split("<details", 1)
     assert "+6.5 [+4.3, +8.7]" in shown and "reproduces" in shown and "long note" not in shown
     assert "long note" in folded_part and "+4.2" in folded_part
+
+
+def test_rising_pools_the_seeds_gains_and_bounds_them_above_zero():
+    from pflkit.sweeps import rising
+
+    assert rising([0.8, 0.9, 0.7]) is True  # above 0.5 points, its lower bound above 0
+    assert rising([2.0, -0.5, 0.4]) is False  # mean 0.63, but the interval reaches below 0
+    assert rising([0.3, 0.4, 0.2]) is False and rising([0.8]) is True  # one seed: its gain alone
+    assert rising([0.8, float("nan")]) is None and rising([]) is None
+
+
+def test_arms_on_different_budgets_are_read_at_the_budget_both_reached(tmp_path):
+    from pflkit.sweeps import samples_per_round
+
+    base = ex.arms_for(["fedavg", "local"], tiny_config(rounds=2, eval_every=1))
+    longer = {"FedAvg": ex.longer(base["FedAvg"], 2), "Local": base["Local"]}  # FedAvg ran on to 4 rounds
+    res = ex.sweep(longer, [0, 1, 2], tmp_path, workers=1, progress=False)
+    rec = res["FedAvg", 0]
+    per_round = samples_per_round(rec["config"], rec["partition"]["train_sizes"])
+    assert res.budget_of("FedAvg", 0) == 4 * per_round and res.budget_of("Local", 0) == 2 * per_round
+    common = res.common_budget("Local", "FedAvg")
+    assert {s: c[2:] for s, c in common.items()} == {0: (2, 2), 1: (2, 2), 2: (2, 2)}  # FedAvg read at round 2
+    at2 = [100 * next(h["mean_acc"] for h in res["FedAvg", s]["history"] if h["round"] == 2) for s in (0, 1, 2)]
+    assert [c[1] for c in common.values()] == pytest.approx(at2)
+    row = ex.claim("Local beats FedAvg", res, "Local", "FedAvg")
+    assert "read at the budget both arms reached (Local at round 2; FedAvg at round 2 of 4)" in row["notes"]
+    assert res.common_budget("Local", "Local") is None  # one budget: read at the end as before

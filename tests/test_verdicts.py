@@ -180,13 +180,13 @@ def test_the_headroom_pilot_picks_the_split_whose_local_validation_is_nearest_th
 
 def test_the_verdict_rule_page_states_the_kits_numbers():
     from pflkit import pages, verdicts
-    from pflkit.sweeps import IMPROVING_POINTS
+    from pflkit.sweeps import IMPROVING_POINTS, RISING_POINTS
 
     text = pages.verdict_rule()
+    flat = text.replace("\n   ", " ")
     assert f"at most {verdicts.SEED_CAP}" in text and f"{verdicts.CEILING:g} points of 100 %" in text
-    assert (
-        f"rose by more than {IMPROVING_POINTS:g} point" in text.replace("\n   ", " ") and "**mechanism inert**" in text
-    )
+    assert f"exceeds {RISING_POINTS:g} point with the lower bound" in flat and "**mechanism inert**" in text
+    assert f"gain exceeds {IMPROVING_POINTS:g} point runs on" in flat and f"{100 * verdicts.EQUIVALENCE:.0f} %" in text
     assert "{" not in text.replace("\\mathrm{acc}", "").replace("{0.975", "").replace("\\sqrt{n}", "")
 
 

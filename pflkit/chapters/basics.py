@@ -165,17 +165,19 @@ def claim_rows(specs: dict, results: dict, pfllib: dict, kt: dict, plan: pd.Data
 def changed_claims(first: dict, specs: dict, rows: list[dict], mechs: dict, plan: pd.DataFrame, *, rounds: int,
                    resolution: float) -> dict[str, pd.DataFrame]:  # fmt: skip
     """Per setting whose rising arms ran on (``first``: its sweep at the first budget), each claim at
-    ``rounds`` rounds beside the same claim with each arm at its stopping point."""
+    ``rounds`` rounds beside the same claim with each arm run on to its stopping point, both read at the
+    budget both reached."""
     from ..verdicts import claim
 
     out = {}
     for s, res0 in first.items():
         after = {r["claim"]: r for r in rows} | {t: mechs[s] for t, (m, _) in specs[s].items()
                                                   if m == "FedAvg + FT" and s in mechs}  # fmt: skip
-        before = {t: claim(t, res0, m, "FedAvg", margin=mg, resolution=None if mg else resolution, plan=plan)
+        before = {t: claim(t, res0, m, "FedAvg", margin=mg, resolution=None if mg else resolution, plan=plan,
+                           paper=after[t]["paper"] if t in after else "")
                   for t, (m, mg) in specs[s].items()}  # fmt: skip
         out[s] = pd.DataFrame([{"claim": t, f"at {rounds} rounds": plain(before[t]),
-                                "each arm at its stopping point": plain(after[t])}
+                                "arms run on, read at the budget both reached": plain(after[t])}
                                for t in specs[s] if t in after]).set_index("claim")  # fmt: skip
     return out
 

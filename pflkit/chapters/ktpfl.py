@@ -748,12 +748,14 @@ def table1_claims(
     ran_on = budget[budget.budget != "1×"]
     if len(ran_on):  # which headline arms ran longer, and what that changed
         name = "KT-pFL − strongest other" if best not in ("FedMD", "Sim-pFD") else f"KT-pFL − {best}"
-        before = claim("before", first, "KT-pFL", best, resolution=resolution, plan=plan, plan_name=name)
         now = claims[2 + [b for b, _, _ in pairs].index(best)]  # the headline's claim (saturated: not a headline)
+        before = claim(
+            "before", first, "KT-pFL", best, resolution=resolution, plan=plan, plan_name=name, paper=now["paper"]
+        )
         arms = " and ".join(f"{r.arm} ran on to {r.rounds} rounds" for r in ran_on.itertuples())
         lines.append(
             f"* {split}: {arms} (still improving at {rounds}); the headline read {say(before)} at {rounds} rounds, "
-            f"{say(now)} at each arm's stopping point."
+            f"{say(now)} at the budget both arms reached."
         )
     # the two controls, measured (not claims of the paper): FedDF's server step, TopK's rule in the authors' code
     controls = [("FedDF", NO_SERVER, "FedDF's server distillation")]
@@ -794,7 +796,7 @@ def factor_claims(
     if e_lo != e_hi:
         rows.append(claim(f"Table 3: more local epochs a round speed convergence ({e_hi} − {e_lo} after the same "
                           f"{sweep_rounds} rounds, so {max(e) // min(e)}× the private epochs; the paper: "
-                          "'larger values of E can benefit the convergence')", th, e_hi, e_lo, plan=plan, plan_name="E",
+                          "'larger values of E can benefit the convergence')", th, e_hi, e_lo, plan=plan, plan_name="E", unit="rounds",
                           paper=PaperMargin(f"{pub3[max(pub3)] - pub3[min(pub3)]:+.2f} (E={max(pub3)} vs E={min(pub3)})",
                                             [pub3[max(pub3)] - pub3[min(pub3)]], values=[(pub3[max(pub3)], pub3[min(pub3)])])))  # fmt: skip
     if small != large:
@@ -864,11 +866,11 @@ def table2_claims(
     ran = budget[budget.budget != "1×"]
     ran_on = ""
     if len(ran):  # which headline arms ran longer, and what that changed
-        before = claim("before", first, kp, best, mechanism=mech)
+        before = claim("before", first, kp, best, mechanism=mech, paper=claims[0]["paper"])
         arms = " and ".join(f"{r.arm} ran on to {r.budget} its first budget" for r in ran.itertuples())
         ran_on = (
             f"{arms} (still improving at its end); the headline read {say(before)} at the first budget, "
-            f"{say(claims[0])} at each arm's stopping point."
+            f"{say(claims[0])} at the budget both arms reached."
         )
     return {"mech": mech, "claims": claims, "ran_on": ran_on}
 
