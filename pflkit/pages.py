@@ -128,7 +128,10 @@ def glance(data) -> pd.DataFrame:
             for w, z, fl in zip(d["verdict"], sizes, flags)
         ]
     )
-    out = out.assign(paper=out["paper"].replace("", "—"), why=out["why"].replace("", "—"))
+    notes = d["notes"].fillna("").astype(str) if "notes" in d else pd.Series("", index=d.index)
+    saturated = [next((n for n in note.split("; ") if n.startswith("saturated:")), "") for note in notes]
+    why = [s or w for s, w in zip(saturated, out["why"])]  # a saturated row says why it has no room first
+    out = out.assign(paper=out["paper"].replace("", "—"), why=pd.Series(why, index=out.index).replace("", "—"))
     return out[list(GLANCE)].rename(columns=GLANCE).reset_index(drop=True)
 
 

@@ -356,13 +356,13 @@ def samples_per_round(config: dict, train_sizes=None) -> float:
     clients it samples times each one's local work, ``local_steps × batch_size`` or ``local_epochs`` passes
     over its training images (``train_sizes``: per client; else the training images shared evenly).  A
     method's extra work (a proximal or distillation step, a second model) is not counted."""
-    clients = config["clients"]
+    clients = config.get("clients") or len(train_sizes or ()) or 1
     sizes = list(train_sizes) if train_sizes else [(config.get("train_images") or 60000) / clients] * clients
     if config.get("local_steps"):
-        work = [config["local_steps"] * config["batch_size"]] * clients
+        work = [config["local_steps"] * config.get("batch_size", 1)] * clients
     else:
-        work = [config.get("local_epochs", 1) * n for n in sizes]
-    return max(1.0, config.get("sample_rate", 1.0) * clients) / clients * sum(work)
+        work = [(config.get("local_epochs") or 1) * n for n in sizes]
+    return max(1.0, (config.get("sample_rate") or 1.0) * clients) / clients * sum(work)
 
 
 def still_improving(gain: float | None) -> bool | None:
@@ -494,13 +494,13 @@ class SweepResult:
     def budget_of(self, arm: str, seed: int) -> float:
         """Training samples the run processed on its clients (:func:`samples_per_round` × its rounds)."""
         r = self.records[arm, seed]
-        return r["final"]["round"] * samples_per_round(r["config"], r.get("partition", {}).get("train_sizes"))
+        return r["final"]["round"] * samples_per_round(r["config"], (r.get("partition") or {}).get("train_sizes"))
 
     def read_at(self, arm: str, seed: int, samples: float, metric: str = "mean_acc") -> tuple[float, int] | None:
         """The run's test ``metric`` (%) at its last evaluation within ``samples`` training samples, and that
         round; None when it was not evaluated so early, or ``metric`` is not in its history."""
         r = self.records[arm, seed]
-        spr = samples_per_round(r["config"], r.get("partition", {}).get("train_sizes"))
+        spr = samples_per_round(r["config"], (r.get("partition") or {}).get("train_sizes"))
         rows = [
             h
             for h in r["history"]
