@@ -189,6 +189,9 @@ def bottom_line(data, paper: str, setting: str = "", *, runs: bool = True) -> st
             why = ", saturated, with no room for the paper's effect at our accuracies"
         parts.append(f"{len(mine)} {_SAID[word][len(mine) > 1]}{why} ({'; '.join(items)})")
     text = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+    if flags.str.contains(INERT).any():  # what the flag means for the paper's claim
+        text += ("; where the mechanism is inert, the word stands but the paper's explanation of it does not: the "
+                 "method's own mechanism does not act in our runs")  # fmt: skip
     many = f"the {len(d)} lead claims" if len(d) > 1 else "the one lead claim"
     lead = f"Of {many} of {paper}" + (", on Fashion-MNIST with LeNet-scale models at CPU budgets" if runs else "")
     return f"{lead}: {text}." + (f" {setting}" if setting else "")

@@ -36,6 +36,11 @@ def test_the_golden_check_passes_on_the_same_claims_and_names_a_planted_change()
     within = data.copy()
     within.loc[0, "mean"] += 0.001  # another CPU's last bits
     assert claims_check.golden_differences(within, data, "ch") == []
+    sized = data.copy()
+    sized.loc[0, "size"] = "smaller than the paper's"  # the size is guarded as the word is
+    assert claims_check.golden_differences(sized, data, "ch") == [
+        "ch: 'Table 1: A beats B': size '' -> \"smaller than the paper's\""
+    ]
 
 
 def test_a_page_that_prints_a_bare_verdicts_word_beside_a_claim_is_caught():

@@ -66,3 +66,18 @@ def test_the_held_sets_name_every_such_claim_of_the_golden_files():
         assert set(d.claim[d["lead"] != ""]) <= set(held[chapter]["lead"])
         assert set(d.claim[d["headline"].astype(str) == "True"]) <= set(held[chapter]["headline"])
         assert set(d.claim[d["paper_margin"] != ""]) <= set(held[chapter]["paper margin"])
+
+
+def test_the_glossary_defines_the_words_the_sizes_and_the_flags_as_the_kit_does():
+    from pflkit.verdicts import FLAGS, MEANINGS, SIZE_MEANINGS
+
+    glossary = (GLOSSARY := Path(__file__).resolve().parent.parent / "book" / "glossary.md").read_text()
+    terms = {line for line in glossary.splitlines() if line and not line.startswith((" ", "#", "`", "{"))}
+    for word in ("inconclusive", "underpowered", "no difference", *FLAGS[1:], "size", "comparable", "tie"):
+        assert word in terms, f"{GLOSSARY.name} has no entry {word!r}"
+    assert "ran to its seed plan" in glossary and "ran to its seed plan" in MEANINGS["inconclusive"]
+    assert "fewer seeds than its plan" in glossary and "not run" in MEANINGS["underpowered"]
+    assert "whether or not it excludes 0" in glossary and "whether or not it excludes 0" in MEANINGS["no difference"]
+    for size in SIZE_MEANINGS:
+        assert f"*{size}*" in glossary, size
+    assert set(SIZE_MEANINGS) == set(SIZES)

@@ -1288,7 +1288,14 @@ def what_reproduced(P: Params, rows: list[dict]) -> Reproduced:
         leads.append((r["claim"].split(" (")[0], f"Table II, {where.split(' / ')[0]}: pFedMB {what}",
                       f"FMNIST {where.replace(' / ', ', ')}, E = {P.epochs} (paper: {P.paper_epochs})", why))  # fmt: skip
     rows = mark_leads(list(rows), leads)  # the caller's list unmarked
-    glue_findings(rows, "pFedMB", own=is_our_check)  # shown at the top of the page
+    fewer = f"a {P.data_fraction:g} share of the training images, " if P.data_fraction < 1 else ""
+    setting = (
+        f"Our clients train {P.epochs} local epoch{'s' * (P.epochs != 1)} a round on {fewer}where the paper's "
+        f"train {P.paper_epochs}: pFedMB, which learns its branches and α together, has less to learn them with."
+    )
+    glue_findings(
+        rows, "pFedMB", setting=setting if P.epochs < P.paper_epochs else "", own=is_our_check
+    )  # atop the page
     claims = claims_table(rows)
     claims.insert(0, "claim of", ["ours" if is_our_check(r) else "the paper" for r in rows])
     paper_claims = claims[claims["claim of"] == "the paper"].drop(columns="claim of")
