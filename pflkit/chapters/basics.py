@@ -157,7 +157,9 @@ def claim_rows(specs: dict, results: dict, pfllib: dict, kt: dict, plan: pd.Data
         rounds = {a: res[a, res.seeds[0]]["config"]["rounds"] for a in res.arms}
         name = (where or {}).get(head, f"FMNIST {head}")
         mark_leads(rows, [(t, f"{m} beats FedAvg's global model",
-                           f"{name}, {n_clients} clients, {rounds[m]} rounds (FedAvg {rounds['FedAvg']})", why)
+                           f"{name}, {n_clients} clients, {rounds[m]} rounds" + (
+                               f" (FedAvg ran on to {rounds['FedAvg']}; read at the budget both reached)"
+                               if rounds["FedAvg"] != rounds[m] else ""), why)
                           for t, (m, mg) in specs[head].items() if mg is None and m != "FedAvg + FT"])  # fmt: skip
     return rows, mechs
 
