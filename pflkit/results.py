@@ -74,7 +74,7 @@ def margin_text(published, method: str, *, exclude=(), dataset: str = "") -> Pap
     # the published numbers have two decimals: their difference is exact there, rounded half up as printed
     tenth = Decimal(f"{margin:.6f}").quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
     text = f"{tenth:+.1f} vs {rival}" + (f" ({dataset})" if dataset else "")
-    return PaperMargin(text, [margin], datasets=[dataset], values=[(values[method], values[rival])], vs=rival)
+    return PaperMargin(text, datasets=[dataset], values=[(values[method], values[rival])], vs=rival)
 
 
 def pair_margin(published, a: str, b: str, *, dataset: str = "", strongest: str = "", digits: int = 1) -> PaperMargin:
@@ -85,13 +85,7 @@ def pair_margin(published, a: str, b: str, *, dataset: str = "", strongest: str 
     va, vb = float(values[a]), float(values[b])
     text = f"{va - vb:+.{digits}f} vs {b}" + (f" ({dataset})" if dataset else "")
     text += f"; strongest comparator: {strongest}" if strongest else ""
-    return PaperMargin(text, [va - vb], datasets=[dataset], values=[(va, vb)], vs=b, strongest=strongest)
-
-
-def strongest_text(published, method: str, *, exclude=()) -> str:
-    """The paper's margin of ``method`` over its strongest comparator there: "+2.7 vs Sim-pFD"."""
-    margin, rival = paper_margin(published, method, exclude=exclude)
-    return f"{margin:+.1f} vs {rival}"
+    return PaperMargin(text, datasets=[dataset], values=[(va, vb)], vs=b, strongest=strongest)
 
 
 def absent_rival(published, method: str, arms, *, variants=("pFedHN", "pFedHN-PC")) -> str:

@@ -31,12 +31,10 @@ from .profiles import repo_relative
 from .store import Store, _log_usage, canonical, code_version, cores, run_key
 from .verdicts import DECISION_FLOOR, SEED_CAP, Verdict, _budget, arm_seeds, interval, planned_seeds, seed_plan, verdict
 
-IMPROVING_POINTS = (
-    1.0  # a run whose validation accuracy rose by more than this over its last fifth runs on (until_flat)
-)
-RISING_POINTS = (
-    0.5  # an arm is rising: its last-fifth gain, pooled over its seeds, above this, its lower 95 % bound above 0
-)
+# a run whose validation accuracy rose by more than this over its last fifth runs on (until_flat)
+IMPROVING_POINTS = 1.0
+# an arm is rising: its last-fifth gain, pooled over its seeds, above this, its lower 95 % bound above 0
+RISING_POINTS = 0.5
 
 # ----------------------------------------------------------------------------- one run in a worker
 
@@ -528,16 +526,6 @@ class SweepResult:
         out = {}
         for s, (x, y) in targets.items():
             ra, rb = self.read_at(a, s, x, metric), self.read_at(b, s, y, metric)
-            if ra is None or rb is None:
-                return None
-            out[s] = (ra[0], rb[0], ra[1], rb[1])
-        return out
-        budgets = {s: (self.budget_of(a, s), self.budget_of(b, s)) for s in seeds}
-        if not seeds or all(abs(x - y) <= 1e-9 * max(x, y) for x, y in budgets.values()):
-            return None
-        out = {}
-        for s, (x, y) in budgets.items():
-            ra, rb = self.read_at(a, s, min(x, y), metric), self.read_at(b, s, min(x, y), metric)
             if ra is None or rb is None:
                 return None
             out[s] = (ra[0], rb[0], ra[1], rb[1])

@@ -166,7 +166,7 @@ class PaperMargin(str):
     ``values``, the paper's two accuracies (%) per dataset, (a, b), when the margin is a difference of
     accuracies, so that it can be carried to our scale as a relative reduction of error; ``strongest``,
     the paper's margin against its strongest comparator in that table and column where that is another
-    comparator ("+2.7 vs Sim-pFD").  ``sd``: the paper's spread of the margin, where it reports one."""
+    comparator ("+2.7 vs Sim-pFD").  Given ``values``, the margins are their differences."""
 
     margins: tuple
     datasets: tuple
@@ -174,14 +174,19 @@ class PaperMargin(str):
     strongest: str
     vs: str
 
-    def __new__(cls, text: str, margins, *, datasets=(), values=(), strongest: str = "", vs: str = ""):
+    def __new__(cls, text: str, margins=None, *, datasets=(), values=(), strongest: str = "", vs: str = ""):
         self = super().__new__(cls, text)
-        self.margins = tuple(float(x) for x in margins)
-        self.datasets, self.values = tuple(datasets), tuple(tuple(map(float, v)) for v in values)
-        self.strongest, self.vs = strongest, vs
+        self.values = tuple(tuple(map(float, v)) for v in values)
+        self.margins = tuple(float(x) for x in margins) if margins is not None else tuple(a - b for a, b in self.values)
+        self.datasets, self.strongest, self.vs = tuple(datasets), strongest, vs
         if self.values and len(self.values) != len(self.margins):
             raise ValueError("one (a, b) pair of accuracies per margin")
         return self
+
+    def prefixed(self, prefix: str) -> PaperMargin:
+        """The same margin, its text after ``prefix`` ("FeSEM(3) − FedAvg: ")."""
+        return PaperMargin(prefix + self, self.margins, datasets=self.datasets, values=self.values,
+                           strongest=self.strongest, vs=self.vs)  # fmt: skip
 
     def carried(self, ours_b: float | None) -> tuple[float, ...]:
         """The margins carried to our scale: the paper's relative reduction of error,

@@ -397,6 +397,9 @@ def test_the_paper_margin_is_carried_as_a_relative_reduction_of_error():
     assert pm.carried(None) == (pytest.approx(1.72),)  # no comparator of ours: as printed
     assert PaperMargin("x", [2.0]).carried(80.0) == (2.0,)  # not a difference of accuracies: as printed
     assert pm.tie(1.0) is False and PaperMargin("x", [0.01]).tie(1.0) is True
+    assert PaperMargin("x", values=[(80.0, 78.5)]).margins == (1.5,)  # the margins follow from the accuracies
+    named = pm.prefixed("A − B: ")
+    assert named == "A − B: +1.7 vs B (CIFAR-10)" and named.values == pm.values and named.margins == pm.margins
 
 
 def test_the_size_reads_our_interval_against_the_carried_margin_in_the_paper_s_direction():

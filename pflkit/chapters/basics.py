@@ -27,7 +27,7 @@ def published_margin(source: dict[str, float], a: str, b: str, name: str, datase
     gap = paper_gap(source, a, b)
     if gap is None:
         return "(not reported)"
-    return PaperMargin(f"{gap:+.1f} ({name})", [gap], datasets=[dataset], values=[(source[a], source[b])], vs=b)
+    return PaperMargin(f"{gap:+.1f} ({name})", datasets=[dataset], values=[(source[a], source[b])], vs=b)
 
 
 def strip_times(rec: dict) -> list[dict]:

@@ -719,8 +719,8 @@ def table2_claims(result, pub: pd.DataFrame, paper_row: dict, best: str, best_ot
     def margin(a, b, prefix=""):  # the paper's a − b per dataset, with its numbers (a PaperMargin)
         va = {d: pub[d][name(a)] for d in pub.columns if not isinstance(b, str) or name(b) in pub.index}
         vb = {d: pub[d][name(b)] if isinstance(b, str) else b[d] for d in va}
-        return PaperMargin(prefix + ", ".join(f"{d} {va[d] - vb[d]:+.1f}" for d in va), [va[d] - vb[d] for d in va],
-                           datasets=list(va), values=[(va[d], vb[d]) for d in va])  # fmt: skip
+        return PaperMargin(prefix + ", ".join(f"{d} {va[d] - vb[d]:+.1f}" for d in va), datasets=list(va),
+                           values=[(va[d], vb[d]) for d in va])  # fmt: skip
 
     best_paper = {d: pub[d].drop(["FedMN", "FedEM"]).max() for d in pub.columns}
     mech = mechanism(f"Table II: {SWAP_CLAIM}", verdict(list(swap), resolution=resolution, budget=result.improving("FedMN")),

@@ -265,16 +265,8 @@ def paper_diff(paper: pd.DataFrame, a: str, b: str, metric: str = "micro_acc"):
         if other:
             strongest = ", ".join(f"{pairs[d][0] - v:+.1f} vs {m} on {d}" for d, (m, v) in other.items())
             text += f"; vs the strongest: {strongest}"
-    return PaperMargin(text, [x - y for x, y in pairs.values()], datasets=list(pairs), values=list(pairs.values()),
+    return PaperMargin(text, datasets=list(pairs), values=list(pairs.values()),
                        strongest=strongest, vs=b)  # fmt: skip
-
-
-def named(prefix: str, margin):
-    """A paper margin's text with ``prefix`` before it ("FeSEM(3) − FedAvg: "), its numbers kept."""
-    from ..verdicts import PaperMargin
-
-    return PaperMargin(prefix + margin, margin.margins, datasets=margin.datasets, values=margin.values,
-                       strongest=margin.strongest, vs=margin.vs)  # fmt: skip
 
 
 def fesem_best_count(paper: pd.DataFrame) -> str:
@@ -781,7 +773,7 @@ def table_claims(res, paper, plan, authors_of, *, k_sel, avg_hs, best_other, fe_
     more centres, the best K and eq. 7's penalty.  ``plan``: the seed plan of the accuracy claims."""
     from ..verdicts import claim, claim_row, mechanism, verdict
 
-    paper_avg = named(f"{k_sel} − FedAvg: ", paper_diff(paper, k_sel, "FedAvg"))
+    paper_avg = paper_diff(paper, k_sel, "FedAvg").prefixed(f"{k_sel} − FedAvg: ")
     v_auth = verdict(authors_of(k_sel) - authors_of(avg_hs), budget=res.budget(k_sel, avg_hs))  # matched head start
     centres = mechanism(
         f"Mechanism: {k_sel}'s centres beat one centre (FeSEM(1), the same head start; micro acc)",
@@ -802,14 +794,14 @@ def table_claims(res, paper, plan, authors_of, *, k_sel, avg_hs, best_other, fe_
                              "so this measure penalises clustering by construction"),
         "macro": claim(f"§6.2: FeSEM's gain shows in the macro metrics (macro acc, {k_sel} vs {avg_hs})", res, k_sel,
                        avg_hs, metric="mean_acc", resolution=resolution,
-                       paper=named(f"{k_sel} − FedAvg: ", paper_diff(paper, k_sel, "FedAvg", "macro_acc"))),
+                       paper=paper_diff(paper, k_sel, "FedAvg", "macro_acc").prefixed(f"{k_sel} − FedAvg: ")),
         "best": claim(f"Tables 2/3: FeSEM is the best method ({k_sel} vs the best baseline by validation, {best_other})",
                       res, k_sel, best_other, paper=f"a FeSEM(K) is best in {fesem_best_count(paper)} columns", **acc),
         "more centres": claim(f"Tables 2/3: more centres are better ({fe_most} vs {fe_few})", res, fe_most, fe_few,
-                              paper=named(f"{fe_most} − {fe_few}: ", paper_diff(paper, fe_most, fe_few)), plan=plan,
+                              paper=paper_diff(paper, fe_most, fe_few).prefixed(f"{fe_most} − {fe_few}: "), plan=plan,
                               plan_name="more centres", **acc),
         "best K": claim(f"Figure 3: K = {k_most} is the best K ({fe_most} vs {fe_next})", res, fe_most, fe_next,
-                        paper=named(f"{fe_most} − {fe_next}: ", paper_diff(paper, fe_most, fe_next)), plan=plan,
+                        paper=paper_diff(paper, fe_most, fe_next).prefixed(f"{fe_most} − {fe_next}: "), plan=plan,
                         plan_name="best K", **acc),
         "eq. 7": claim(f"ours: eq. 7's penalty in the paper's reading, λ/(m α_i), helps FeSEM({k_em}) ({eq7} vs "
                        f"FeSEM({k_em}))", res, eq7, f"FeSEM({k_em})", plan=plan, plan_name="eq. 7", **acc),

@@ -401,8 +401,7 @@ def paper_margin(paper_n: pd.Series, n: int) -> str:
         return "— (the paper has no run at this client count)"
     best = paper_n.drop("KT-pFL").idxmax()
     a, b = paper_n["KT-pFL"], paper_n[best]
-    return PaperMargin(f"{a - b:+.2f} vs {best} ({n} clients)", [a - b], datasets=["Fashion_MNIST"], values=[(a, b)],
-                       vs=best)  # fmt: skip
+    return PaperMargin(f"{a - b:+.2f} vs {best} ({n} clients)", datasets=["Fashion_MNIST"], values=[(a, b)], vs=best)
 
 
 def table2_outcome(
@@ -798,11 +797,11 @@ def factor_claims(
                           f"{sweep_rounds} rounds, so {max(e) // min(e)}× the private epochs; the paper: "
                           "'larger values of E can benefit the convergence')", th, e_hi, e_lo, plan=plan, plan_name="E", unit="rounds",
                           paper=PaperMargin(f"{pub3[max(pub3)] - pub3[min(pub3)]:+.2f} (E={max(pub3)} vs E={min(pub3)})",
-                                            [pub3[max(pub3)] - pub3[min(pub3)]], values=[(pub3[max(pub3)], pub3[min(pub3)])])))  # fmt: skip
+                                            values=[(pub3[max(pub3)], pub3[min(pub3)])])))  # fmt: skip
     if small != large:
         lo_k, hi_k = min(public), max(public)
-        gap = (PaperMargin(f"{pub6[hi_k] - pub6[lo_k]:+.1f} ({hi_k} vs {lo_k})", [pub6[hi_k] - pub6[lo_k]],
-                           values=[(pub6[hi_k], pub6[lo_k])]) if lo_k in pub6 and hi_k in pub6 else "—")  # fmt: skip
+        gap = (PaperMargin(f"{pub6[hi_k] - pub6[lo_k]:+.1f} ({hi_k} vs {lo_k})", values=[(pub6[hi_k], pub6[lo_k])])
+               if lo_k in pub6 and hi_k in pub6 else "—")  # fmt: skip
         rows.append(claim(f"Table 6: a larger public batch helps ({large} − {small})", th, large, small, paper=gap,
                           plan=plan, plan_name="|D_r|"))  # fmt: skip
     if rho_lo != rho_hi:

@@ -700,7 +700,7 @@ def spectral_claim(res, text: str, published, n: int, margin: float, plan):
     (``published``: the paper's pFedHN rows on CIFAR-10, Tables 1 and 4) and the page's lines."""
     p1 = published[(published.table == "Table 1") & (published.setting == f"{n} clients")]["value"]
     p4 = published[(published.table == "Table 4") & published.setting.str.startswith(f"{n} clients")]["value"]
-    paper = (PaperMargin(f"{p4.iloc[0] - p1.iloc[0]:+.1f} (CIFAR-10)", [p4.iloc[0] - p1.iloc[0]], datasets=["CIFAR-10"],
+    paper = (PaperMargin(f"{p4.iloc[0] - p1.iloc[0]:+.1f} (CIFAR-10)", datasets=["CIFAR-10"],
                          values=[(p4.iloc[0], p1.iloc[0])]) if len(p1) and len(p4) else "")  # fmt: skip
     row = claim(text, res, "pFedHN + spectral norm", "pFedHN", margin=margin, paper=paper, plan=plan)
     spared = res.compare("pFedHN + spectral norm, heads spared", "pFedHN", margin=margin)
@@ -1216,7 +1216,7 @@ def c5_summary(res, paper, text: str, margin: float, plan):
     extra = 1e6 * (fin[fixed] - fin[trainable])
     pub = paper[paper.table == "Appendix C.5"].set_index("setting")["value"]
     a, b = pub["50 clients / fixed embedding"], pub["50 clients / trainable embedding"]
-    paper_c5 = PaperMargin(f"{a - b:+.1f} (CIFAR-10)", [a - b], datasets=["CIFAR-10"], values=[(a, b)])
+    paper_c5 = PaperMargin(f"{a - b:+.1f} (CIFAR-10)", datasets=["CIFAR-10"], values=[(a, b)])
     row = claim(text, res, fixed, trainable, margin=margin, paper=paper_c5, plan=plan)
     published = {trainable: pub["50 clients / trainable embedding"], fixed: pub["50 clients / fixed embedding"]}
     return row, extra, paper_vs_ours(res, published, label="paper CIFAR-10")

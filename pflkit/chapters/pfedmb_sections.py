@@ -519,7 +519,7 @@ class Table1:
         text = f"text's reading {paper_diff(self.paper, a, b)}; printed order {paper_diff(self.printed, a, b)}"
         readings = {"text's reading": self.paper, "printed order": self.printed}
         pairs = {k: (t[a], t[b]) for k, t in readings.items() if a in t and b in t}
-        return PaperMargin(text, [x - y for x, y in pairs.values()], datasets=list(pairs), values=list(pairs.values()))
+        return PaperMargin(text, datasets=list(pairs), values=list(pairs.values()))
 
 
 def table1_and_fig4(pairs, paper: pd.DataFrame) -> Table1:
@@ -1033,8 +1033,7 @@ def table2_claims(
         rival, col = plan.rival[name], paper.col(name)
         p_rival = col.drop("pFedMB").idxmax()
         p_diff = PaperMargin(f"{col['pFedMB'] - col[p_rival]:+.2f} vs {REGISTRY_NAME.get(p_rival, p_rival)}",
-                             [col["pFedMB"] - col[p_rival]], values=[(col["pFedMB"], col[p_rival])],
-                             vs=REGISTRY_NAME.get(p_rival, p_rival))  # fmt: skip
+                             values=[(col["pFedMB"], col[p_rival])], vs=REGISTRY_NAME.get(p_rival, p_rival))  # fmt: skip
         key = f"{name}: pFedMB − {rival}"
         if plan.claims[key][1] is None:
             t2_rows.append(claim(f"Table II, {where}: pFedMB beats the strongest other method ({rival}, on validation)",
@@ -1084,7 +1083,6 @@ def table2_claims(
                 plan.arm_of(name, PFEDMB),
                 paper=PaperMargin(
                     f"{paper.of(name, fed_rival) - paper.of(name, PFEDMB):+.2f}",
-                    [paper.of(name, fed_rival) - paper.of(name, PFEDMB)],
                     values=[(paper.of(name, fed_rival), paper.of(name, PFEDMB))],
                 ),
                 key=f"{name}: {fed_rival} − pFedMB",
