@@ -809,3 +809,6 @@ def fetch_fashion_mnist(root=None) -> str:
             "run `apt-get install dataset-fashion-mnist` (Debian/Ubuntu) or put the IDX files in "
             f"{REPO_DATA / 'fashion-mnist'} ({type(err).__name__})"
         ) from None
+
+
+from . import peer  # noqa: E402, F401  (registers fashion-mnist-pfllib, PFLlib's split of these images)

@@ -62,6 +62,20 @@ def fedavg_cnn(input_shape=(1, 28, 28), n_classes=10) -> SplitNet:
     return SplitNet(body, nn.Linear(512, n_classes))
 
 
+def pfllib_cnn(input_shape=(1, 28, 28), n_classes=10) -> SplitNet:
+    """PFLlib's 4-layer CNN (``FedAvgCNN``, its ``-m CNN``): the layers of :func:`fedavg_cnn` without
+    padding, so 64 x 4 x 4 features reach the hidden layer (582,026 parameters on 28x28 grey images);
+    its head, as in PFLlib's FedPer, is the last linear layer."""
+    c = input_shape[0]
+    layers: list[nn.Module] = [
+        nn.Conv2d(c, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+    ]  # fmt: skip
+    dim = _flat_dim(nn.Sequential(*layers), input_shape)
+    return SplitNet(nn.Sequential(*layers, nn.Linear(dim, 512), nn.ReLU()), nn.Linear(512, n_classes))
+
+
 def mlp(input_shape=(1, 28, 28), n_classes=10, hidden=(200, 200)) -> SplitNet:
     layers: list[nn.Module] = [nn.Flatten()]
     dim = int(torch.tensor(input_shape).prod())
@@ -151,11 +165,11 @@ def _find_head(net: nn.Module):
     return last
 
 
-MODELS = {"lenet": lenet, "fedavg-cnn": fedavg_cnn, "mlp": mlp}
+MODELS = {"lenet": lenet, "fedavg-cnn": fedavg_cnn, "pfllib-cnn": pfllib_cnn, "mlp": mlp}
 
 
 def build_model(name: str, input_shape, n_classes: int, width: str | int | None = None) -> SplitNet:
-    """Build a model by name: ``lenet`` (width S/M/L or filter count), ``fedavg-cnn``, ``mlp``,
+    """Build a model by name: ``lenet`` (width S/M/L or filter count), ``fedavg-cnn``, ``pfllib-cnn``, ``mlp``,
     ``mlp<L>x<H>`` (L linear layers, hidden ones of H units: ``mlp8x256``), ``alexnet-<base>`` and
     ``resnet18-<base>`` (small-image AlexNet / ResNet-18; base 64 is full size), or any torchvision
     classification architecture name; in the memory format of the compute path
