@@ -112,6 +112,23 @@ def test_pfedme_beta_mixes_server_model(tiny_fed):
     assert_states_equal(before, server.w)  # β = 0: the server model does not move
 
 
+def test_pfedme_inner_start_differs_only_after_a_rounds_first_minibatch(tiny_fed):
+    # one minibatch a round: where the inner problem starts cannot matter (θ̃ starts at w_t either way)
+    records = {}
+    for start in ("w", "theta"):
+        for steps in (1, 3):
+            cfg = tiny_config(method="pfedme", rounds=2, local_steps=steps, options={"inner_start": start, "K": 2})
+            records[start, steps] = run(cfg, tiny_fed(cfg))["history"]
+    strip = [[{k: v for k, v in r.items() if k != "wall_s"} for r in records[s, 1]] for s in ("w", "theta")]
+    assert strip[0] == strip[1]
+    assert records["w", 3][-1]["mean_acc"] != records["theta", 3][-1]["mean_acc"]  # carried over 3 minibatches
+    from pflkit.errors import PflkitError
+
+    with pytest.raises(PflkitError, match="inner_start"):
+        cfg = tiny_config(method="pfedme", rounds=1, options={"inner_start": "x"})
+        run(cfg, tiny_fed(cfg))
+
+
 def test_unknown_option_is_an_error():
     from pflkit.errors import PflkitError
     from pflkit.methods import get_method

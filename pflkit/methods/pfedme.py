@@ -6,6 +6,11 @@ Client i, local rounds r = 0..R−1 on minibatches D:
 Server:
     w_{t+1} = (1 − β) w_t + β · (1/S) Σ_{i∈S} w_{i,R}
 Clients are evaluated with their personalised model θ̃_i.
+
+Algorithm 1 does not say where the inner problem starts; the kit starts each minibatch's at the local
+model w_{i,r} (``inner_start="w"``).  The authors' code and PFLlib start it at the last θ̃ instead, so
+that θ̃ moves on from minibatch to minibatch within a round (``inner_start="theta"``; at w_t when the
+round begins).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..errors import PflkitError
 from ..federated import Client, clone_model, proximal_term, snapshot, weighted_average
 from . import Method, register
 from .fedavg import FedAvgServer
@@ -32,6 +38,8 @@ class PFedMeClient(Client):
 
     def __init__(self, cid, data, model, cfg, opts):
         super().__init__(cid, data, model, cfg, opts)
+        if opts["inner_start"] not in ("w", "theta"):
+            raise PflkitError(f"pFedMe's inner_start must be 'w' or 'theta', got {opts['inner_start']!r}")
         self.theta = clone_model(model)  # personalised model θ̃_i
 
     def train_round(self, message, rnd):
@@ -39,11 +47,13 @@ class PFedMeClient(Client):
         lam, K, eta = self.opt["lam"], self.opt["K"], self.cfg.lr
         inner = torch.optim.SGD(self.theta.parameters(), lr=self.opt["personal_lr"])
         w = list(self.model.parameters())
+        carry = self.opt["inner_start"] == "theta"
         total, n = 0.0, 0
-        for x, y in self.batches():
-            with torch.no_grad():  # start the inner problem at θ = w_{i,r}
-                for t, p in zip(self.theta.parameters(), w):
-                    t.copy_(p)
+        for i, (x, y) in enumerate(self.batches()):
+            if not carry or i == 0:
+                with torch.no_grad():  # start the inner problem at θ = w_{i,r} (carry: only the round's first)
+                    for t, p in zip(self.theta.parameters(), w):
+                        t.copy_(p)
             moreau = proximal_term(w, lam)
             for _ in range(K):  # θ̃ ≈ argmin f̃(θ; D) + λ/2 ‖θ − w‖²
                 loss = F.cross_entropy(self.theta(x), y) + moreau(self.theta)
@@ -74,6 +84,9 @@ register(
             "K": (5, "gradient steps on the inner problem"),
             "personal_lr": (0.01, "learning rate of the inner problem"),
             "beta": (1.0, "server mixing β (1 = plain average)"),
+            "inner_start": ("w", "each minibatch's inner problem starts at w (kit) or at the last θ̃ (theta: the "
+                            "authors' and PFLlib's code)"),
         },
+        later_options={"inner_start": "w"},
     )
 )
