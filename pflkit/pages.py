@@ -15,6 +15,7 @@ from .verdicts import (
     RESOLUTION,
     SD_UPPER,
     SEED_CAP,
+    WEAK_BELOW,
     verdict_text,
     words_text,
 )  # fmt: skip
@@ -68,6 +69,10 @@ written once in the kit (`pflkit.verdicts`), gives every verdict in the book:
    claim whose mechanism does not act keeps its word and carries the flag **mechanism inert** beside
    it: the word still says what the difference is, and the flag says that the method's own mechanism
    is not why.
+   A **weak baseline** is a bug until shown otherwise: a claim one of whose arms a published table
+   reports above Local (FedAvg's global model) while ours scores more than {WEAK_BELOW["Local"]:g} points
+   below Local (more than {WEAK_BELOW["FedAvg"]:g} point below FedAvg) carries that flag, and its notes say
+   why the arm lags, citing the control run that shows it, or that it is not yet explained.
 7. **Saturation, by headroom.** A claim whose paper margin, carried to our scale, is below $m$ has no
    room to show the paper's effect here: it is **saturated** and reads *not tested* (*contradicted*
    only if its interval lies wholly beyond $-m$), and it is no headline. A claim without a numeric
@@ -85,7 +90,7 @@ written once in the kit (`pflkit.verdicts`), gives every verdict in the book:
    learn at our budget, not where they end up. When a run was not evaluated both before and inside its
    last fifth, the table says *budget not measured*.
 
-The size and the flags (*budget-limited*, *saturated*, *mechanism inert*) stand beside the word
+The size and the flags (*budget-limited*, *saturated*, *mechanism inert*, *weak baseline*) stand beside the word
 wherever it is printed, and the tallies count words, sizes and flags apart.
 
 Choices (a round, a number of clusters or branches, a learning rate, an option, a split) are made on
@@ -157,7 +162,7 @@ def bottom_line(data, paper: str, setting: str = "", *, runs: bool = True) -> st
 
     import pandas as pd
 
-    from .verdicts import INERT, SATURATED, WORDS
+    from .verdicts import INERT, SATURATED, WEAK, WORDS
 
     if not len(data) or "lead" not in data:
         return ""
@@ -181,7 +186,7 @@ def bottom_line(data, paper: str, setting: str = "", *, runs: bool = True) -> st
             continue
         items = []
         for i in mine:
-            said = [_SIZE_SAID.get(sizes[i], "")] + (["mechanism inert"] if INERT in flags[i] else [])
+            said = [_SIZE_SAID.get(sizes[i], "")] + [f for f in (INERT, WEAK) if f in flags[i]]
             said = ", ".join(x for x in said if x)
             items.append(label(shorts[i]) + (f": {said}" if said else ""))
         why = ", too few seeds to decide" if word == "underpowered" else ""
@@ -192,6 +197,9 @@ def bottom_line(data, paper: str, setting: str = "", *, runs: bool = True) -> st
     if flags.str.contains(INERT).any():  # what the flag means for the paper's claim
         text += ("; where the mechanism is inert, the word stands but the paper's explanation of it does not: the "
                  "method's own mechanism does not act in our runs")  # fmt: skip
+    if flags.str.contains(WEAK).any():
+        text += ("; against a weak baseline, the word is about our implementation of that baseline, which a "
+                 "published table puts above Local or FedAvg and which falls below them here")  # fmt: skip
     many = f"the {len(d)} lead claims" if len(d) > 1 else "the one lead claim"
     lead = f"Of {many} of {paper}" + (", on Fashion-MNIST with LeNet-scale models at CPU budgets" if runs else "")
     return f"{lead}: {text}." + (f" {setting}" if setting else "")

@@ -16,6 +16,51 @@ def paper_results(name: str) -> pd.DataFrame:
     return pd.read_csv(DATA / "paper_results" / f"{name}.csv")
 
 
+SOURCES = {
+    "pfllib": "PFLlib",
+    "pfedhn": "pFedHN",
+    "pfedmb": "pFedMB",
+    "fesem": "FeSEM",
+    "fedmn": "FedMN",
+    "ktpfl": "KT-pFL",
+}
+ALIASES = {"clusteredfl": "cfl", "fedavg+": "fedavg+ft", "fedavglocalft": "fedavg+ft"}  # the tables' names -> ours
+# one global model for every client: a table that puts it above Local evaluates it fine-tuned (pFedMB §V-A) or on
+# another split; against Local it is no evidence of a broken baseline, against FedAvg it is
+GLOBAL_MODELS = ("fedprox", "fedsgd", "feddf", "fedgen")
+TABLES = ("pfllib_fmnist", "pfedhn", "pfedmb", "fesem", "fedmn", "ktpfl")
+
+
+def reported_above(refs=("Local", "FedAvg")) -> dict[str, dict[str, list[str]]]:
+    """Per baseline (its key, :func:`pflkit.verdicts.method_key`), the published tables that report it
+    above each reference of ``refs`` in one column (a dataset and setting of one table): {"pfedme":
+    {"FedAvg": ["PFLlib", "pFedHN Table 1"], "Local": ["pFedHN Table 1"]}}.  The papers' own methods
+    are not baselines and are left out; a global model (:data:`GLOBAL_MODELS`) is held against FedAvg only."""
+    from .verdicts import method_key
+
+    frames = [paper_results(t) for t in TABLES]
+    df = pd.concat(frames, ignore_index=True)
+    df = df[df.metric == "accuracy"]
+    df = df.assign(key=[ALIASES.get(k, k) for k in df.method.map(method_key)])
+    own = tuple(SOURCES)[1:]
+    out: dict[str, dict[str, list[str]]] = {}
+    for (paper, table, _, _), col in df.groupby(["paper", "table", "dataset", "setting"], dropna=False, sort=False):
+        values = dict(zip(col.key, col.value))
+        source = SOURCES.get(paper, paper) + ("" if paper == "pfllib" else f" {table}")
+        for ref in refs:
+            if method_key(ref) not in values:
+                continue
+            for key, value in values.items():
+                if key in map(method_key, refs) or key.startswith(own) or value <= values[method_key(ref)]:
+                    continue
+                if ref == "Local" and key in GLOBAL_MODELS:
+                    continue
+                found = out.setdefault(key, {}).setdefault(ref, [])
+                if source not in found:
+                    found.append(source)
+    return out
+
+
 def history_frame(runs: dict[str, dict], **labels) -> pd.DataFrame:
     """Per-round metrics of several runs (``{label: result}``) as one long frame."""
     frames = []

@@ -19,6 +19,7 @@ claim whose carried margin is below m is *saturated* (no room for the paper's ef
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,8 +33,11 @@ MIN_SEEDS = 3  # a verdict needs at least this many paired seeds
 CONFIDENCE = 0.95
 WORDS = ("reproduces", "contradicted", "no difference", "inconclusive", "underpowered", "not tested")
 # flags stand beside a claim's word wherever it is printed; they never replace it
-INERT, SATURATED, BUDGET_LIMITED = "mechanism inert", "saturated", "budget-limited"
-FLAGS = (BUDGET_LIMITED, SATURATED, INERT)
+INERT, SATURATED, BUDGET_LIMITED, WEAK = "mechanism inert", "saturated", "budget-limited", "weak baseline"
+FLAGS = (BUDGET_LIMITED, SATURATED, INERT, WEAK)
+# points: a baseline this far below Local / FedAvg's global model in our runs is marked *weak baseline* where
+# a published table (its paper's, a paper's that compares it, PFLlib's) reports it above that reference
+WEAK_BELOW = {"Local": 3.0, "FedAvg": 1.0}
 RESOLUTION = 1.0  # points: the default m of the "no difference" word (a claim may state its own)
 CEILING = 2.0  # points: a setting whose strongest arm lies within this of 100 % is saturated
 SEED_CAP = 10  # the most seeds a claim is planned for at `book`
@@ -66,6 +70,9 @@ FLAG_MEANINGS = {  # each flag in one line; a flag stands beside the word, never
     "paper margin: an arm within 2 points of 100 %, or every arm alike): the word is not tested, no headline",
     INERT: "what makes the method different does not act in these runs (its mechanism check), so the word says "
     "nothing about that mechanism",
+    WEAK: "an arm of the claim that a published table reports above Local (FedAvg's global model) scores more than "
+    "3 points below Local (1 point below FedAvg) here; the notes say why, citing a control run, or that it is not "
+    "yet explained",
 }
 
 
@@ -431,6 +438,45 @@ def saturation(result: SweepResult, arms=None, metric: str = "mean_acc", *, m: f
     return ""
 
 
+def method_key(name: str) -> str:
+    """A method's name as the published tables and our arms both spell it: "Per-FedAvg", "per fedavg" -> "perfedavg"
+    ("FedAvg+" keeps its "+": another method than FedAvg)."""
+    return re.sub(r"[\s\-_]", "", name.lower())
+
+
+def _base_name(arm: str) -> tuple[str, str]:
+    """An arm's method and its variant: "pFedMe (L)" -> ("pFedMe", " (L)")."""
+    m = re.fullmatch(r"(.*?)(\s*\(.*\))?", arm)
+    return m[1], m[2] or ""
+
+
+def weak_arms(result: SweepResult, arms, metric: str = "mean_acc", reported: dict | None = None) -> dict[str, str]:
+    """The arms among ``arms`` that a published table reports above Local or FedAvg's global model
+    (``reported``: :func:`pflkit.results.reported_above`) and that score more than :data:`WEAK_BELOW`
+    points below that reference in ``result`` (an arm's variant against the same variant of the
+    reference: "pFedMe (L)" against "Local (L)"): arm -> "pFedMe 32.0 points below FedAvg (PFLlib reports it above)"."""
+    if reported is None:
+        from .results import reported_above
+
+        reported = reported_above()
+    reported = {method_key(k): v for k, v in reported.items()}
+    out = {}
+    for arm in dict.fromkeys(arms):
+        name, variant = _base_name(arm)
+        sources = reported.get(method_key(name), {})
+        for ref, most in WEAK_BELOW.items():
+            ref_arm = ref + variant  # a variant ("pFedMe (L)") is held against its own ("Local (L)") only
+            if ref not in sources or ref_arm not in result.arms or ref_arm == arm:
+                continue
+            gap = interval(result.values(ref_arm, metric))[0] - interval(result.values(arm, metric))[0]
+            if gap > most:
+                src = sources[ref]  # the first source and how many more
+                said = src[0] if len(src) == 1 else f"{src[0]} and {len(src) - 1} more table{'s' * (len(src) > 2)}"
+                out[arm] = f"{arm} {gap:.1f} points below {ref_arm} ({said} report{'s' * (len(src) == 1)} it above)"
+                break
+    return out
+
+
 def claim(
     text: str, result: SweepResult, a: str, b: str, *, paper: str = "", metric: str = "mean_acc",
     margin: float | None = None, resolution: float | None = None, unit: str = "samples", **row,
@@ -441,7 +487,9 @@ def claim(
     Where the two arms ended on different budgets (training samples processed by the clients), both are
     read at the budget both reached, from their stored curves (:meth:`~pflkit.sweeps.SweepResult.common_budget`;
     ``unit="rounds"``: a claim about rounds of communication, whose arms differ in their work a round by
-    design), and the notes say so; its budget flag is then each arm's rise where it is read."""
+    design), and the notes say so; its budget flag is then each arm's rise where it is read.  An arm of the
+    claim (of the sweep, for a claim against "the strongest" baseline) that :func:`weak_arms` marks makes
+    the claim a *weak baseline* one (``explained``: arm -> why, from the chapter)."""
     common = result.common_budget(a, b, metric, unit) if hasattr(result, "common_budget") else None
     ours_b = None
     if common:
@@ -463,6 +511,8 @@ def claim(
         if v.budget:  # say how far the arms still moved: a budget-limited verdict is read with that in mind
             row.setdefault("rising", rising(result, a, b))
     row.setdefault("arms", arms_budget(result, a, b))
+    if hasattr(result, "arms"):  # a claim against the strongest baseline is held against every arm it was picked from
+        row.setdefault("weak", weak_arms(result, result.arms if "strongest" in text else (a, b), metric))
     if isinstance(paper, PaperMargin) and paper.values:  # our comparator's accuracy carries the paper's margin
         row.setdefault("ours_b", ours_b if ours_b is not None else interval(result.values(b, metric))[0])
     return claim_row(text, v, paper, **row)
@@ -501,7 +551,8 @@ def still_moving(result: SweepResult, *arms: str) -> str:
 def claim_row(
     text: str, v: Verdict, paper: str = "", *, ours: str | None = None, digits: int = 1, headline: bool = False,
     saturated: str = "", mechanism: dict | None = None, plan: pd.DataFrame | None = None, plan_name: str | None = None,
-    note: str = "", rising: str = "", arms: str = "", ours_b: float | None = None,
+    note: str = "", rising: str = "", arms: str = "", ours_b: float | None = None, weak: dict | None = None,
+    explained: dict | None = None,
 ) -> dict:  # fmt: skip
     """A claims-table row for any verdict of :func:`verdict` (per-seed differences of a quantity
     that is not one final metric of two arms: an ARI, a subspace angle...).  ``ours`` replaces
@@ -519,7 +570,9 @@ def claim_row(
     *mechanism inert*.  ``plan`` (:func:`seed_plan`, row ``plan_name`` or ``text``): an undecided claim
     short of its plan reads *underpowered*.  ``note``: anything else the reader needs; ``rising``: how
     far the arms of a budget-limited verdict still rose ("FedAvg +1.2", :func:`rising`); ``arms``: the
-    rounds each arm ran and its last fifth's gain (:func:`arms_budget`)."""
+    rounds each arm ran and its last fifth's gain (:func:`arms_budget`); ``weak``: the arms
+    :func:`weak_arms` marks, flagged *weak baseline*, each with the reason ``explained`` gives (arm ->
+    why, citing the control run that shows it) or "not yet explained"."""
     unit = "" if v.unit == "points" else f" {v.unit}"
     pm = paper if isinstance(paper, PaperMargin) else None
     m = v.m if v.m is not None else v.margin
@@ -557,6 +610,10 @@ def claim_row(
         lo, hi = v.ci
         size = size_of(lo, hi, carried, (1.0 if v.mean >= 0 else -1.0) if v.test == "comparable" else None)
         notes.append(size_note(size, pm, carried, lo, hi))
+    weak, explained = weak or {}, explained or {}
+    if weak:
+        flags.append(WEAK)
+        notes += [f"weak baseline: {why}: " + explained.get(arm, "not yet explained") for arm, why in weak.items()]
     if mechanism is not None:
         notes.append(f"mechanism: {verdict_text(mechanism, bold=False)}, {mechanism['ours (a − b, 95 % CI)']}")
         if INERT in mechanism.get("flags", []):
@@ -570,6 +627,8 @@ def claim_row(
         "notes": "; ".join(notes),
         "headline": headline,
         "kind": "claim",
+        "weak": "; ".join(weak.values()),
+        "unexplained": "; ".join(a for a in weak if a not in explained),
         "_v": v,
     }
 
@@ -680,7 +739,8 @@ def claims_data(rows: list[dict]) -> pd.DataFrame:
                     "flags": "; ".join(r.get("flags", [])), "budget": r.get("budget", ""),
                     "notes": r.get("notes", ""), "lead": r.get("lead", ""), "short": r.get("short", ""),
                     "setting": r.get("setting", ""), "why": r.get("why", ""), "own": is_own(r),
-                    "arms": r.get("arms", "")})  # fmt: skip
+                    "arms": r.get("arms", ""), "weak": r.get("weak", ""),
+                    "unexplained": r.get("unexplained", "")})  # fmt: skip
     return pd.DataFrame(out)
 
 

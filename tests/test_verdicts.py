@@ -469,3 +469,31 @@ def test_the_bottom_line_says_each_lead_claims_word_size_and_flags_in_the_papers
     assert line.endswith("Our split is milder.") and "ours: A beats D" not in line
     assert bottom_line(claims_data(rows[2:]), "Paper X") == ""  # no lead claim: nothing to say
     assert "on Fashion-MNIST" not in bottom_line(claims_data(rows), "Paper X", runs=False)
+
+
+def test_a_baseline_reported_above_local_or_fedavg_and_far_below_it_here_is_marked_weak():
+    from pflkit.results import reported_above
+    from pflkit.verdicts import weak_arms
+
+    reported = {"pFedMe": {"Local": ["pFedHN Table 1"], "FedAvg": ["PFLlib"]}, "Per-FedAvg": {"FedAvg": ["PFLlib"]}}
+    res = _Result({"Local": 90.0, "FedAvg": 80.0, "pFedMe": 86.9, "Per-FedAvg": 79.5, "Ditto": 60.0, "pFedMe (L)": 70.0,
+                   "Local (L)": 71.0})  # fmt: skip
+    marks = weak_arms(res, ["pFedMe", "Per-FedAvg", "Ditto", "pFedMe (L)", "Local"], reported=reported)
+    # 3.1 below Local: marked; 0.5 below FedAvg: within 1 point; Ditto: no table reports it above; a variant
+    # is held against its own variant's Local ("Local (L)", 1 point above: not marked); Local is the reference
+    assert marks == {"pFedMe": "pFedMe 3.1 points below Local (pFedHN Table 1 reports it above)"}
+    row = claim_row("X beats pFedMe", verdict([1.0, 1.2, 0.8]), weak=marks)
+    assert "weak baseline" in row["flags"] and row["unexplained"] == "pFedMe"
+    assert "not yet explained" in row["notes"]
+    row = claim_row("X beats pFedMe", verdict([1.0, 1.2, 0.8]), weak=marks, explained={"pFedMe": "control run c"})
+    assert (
+        row["unexplained"] == ""
+        and "weak baseline: pFedMe 3.1 points below Local (pFedHN Table 1 reports it above): control run c"
+        in row["notes"]
+    )
+    # the published tables: PFLlib reports pFedMe above FedAvg, pFedHN's Table 1 above Local; papers' own methods are no baselines
+    table = reported_above()
+    assert "PFLlib" in table["pfedme"]["FedAvg"] and "pFedHN Table 1" in table["pfedme"]["Local"]
+    assert not any(k.startswith(("pfedhn", "pfedmb", "fesem", "ktpfl", "fedmn")) for k in table)
+    assert "cfl" in table and "fedavg+ft" in table  # the tables' ClusteredFL and FedAvg+ under our names
+    assert "Local" not in table["fedprox"]  # a global model: against FedAvg only

@@ -39,6 +39,7 @@ from ..verdicts import (
     say,
     seed_plan,
     verdict,
+    weak_arms,
 )  # fmt: skip
 
 # ----------------------------------------------------------------------------- probes
@@ -351,7 +352,8 @@ def table2_claims(res, best, diffs, plan, *, hn, baselines, widths, published, r
         absent = absent_rival(pub, "pFedHN", baselines, variants=())
         r = claim_row(text, v, paper=margin_text(pub, "pFedHN", dataset=label), plan=plan, note=absent,
                       rising=rising(res, hn, best[w]) if v.budget else "", arms=arms_budget(res, hn, best[w]),
-                      ours_b=interval(res.values(best[w]))[0], **row)  # fmt: skip
+                      ours_b=interval(res.values(best[w]))[0],
+                      weak=weak_arms(res, [f"{b} ({w})" for b in baselines]), **row)  # fmt: skip
         rows.append(r)
         lines.append(f"* Size {w}: pFedHN − {best[w]}: {say(r)}.")
     return rows, lines
