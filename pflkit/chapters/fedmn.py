@@ -99,6 +99,55 @@ def routing_probe(rnd, row, server, clients):
     return out
 
 
+def cfl_probe(rnd, row, server, clients):
+    """CFL's split criterion every evaluated round (Sattler et al., Algorithm 1): per cluster that reported,
+    the norm of its size-weighted mean update (split only below ε₁) and its largest client update's
+    (split only above ε₂), and the number of clusters."""
+    if rnd == 0 or server.cfg.method != "cfl":
+        return None
+    return {"norms": [[round(a, 4), round(b, 4)] for a, b in server.norms], "clusters": len(server.clusters)}
+
+
+def cfl_criterion_text(result, arm: str, eps: dict) -> str:
+    """What CFL's split criterion read after its warm-up (the runs' own), over the seeds and evaluated
+    rounds of ``arm`` (its :func:`cfl_probe`): the two norms' ranges against ε₁ and ε₂, and the most
+    clusters it held; "" for runs without the probe."""
+    mean, most, clusters, warmup = [], [], [], 0
+    for s in result.seeds:
+        if (arm, s) not in result.records:
+            continue
+        warmup = result[arm, s]["config"]["options"].get("warmup", 0)
+        for rnd, out in result.probes(arm, s).items():
+            if out and rnd > warmup:
+                mean += [a for a, _ in out["norms"]]
+                most += [b for _, b in out["norms"]]
+                clusters.append(out["clusters"])
+    if not mean:
+        return ""
+    holds = "never" if min(mean) >= eps["eps1"] or max(most) <= eps["eps2"] else "at times"
+    return (f"CFL's split criterion (after its {warmup} warm-up rounds, at the evaluated rounds of every seed): the "
+            f"norm of the federation's mean update stays at {min(mean):.2f}–{max(mean):.2f}, where a split asks it "
+            f"below ε₁ = {eps['eps1']:g}, while the largest client update's is {min(most):.2f}–{max(most):.2f} "
+            f"(above ε₂ = {eps['eps2']:g}): the federation {holds} looks stationary to CFL at our learning rate and "
+            f"local epoch, so it {'never splits' if holds == 'never' else 'may split'} ({max(clusters)} cluster"
+            f"{'s' if max(clusters) > 1 else ''} at most). ε₁ and ε₂ are the authors' values for their models; the "
+            "norms scale with the learning rate and the local work.")  # fmt: skip
+
+
+def cpu_note(result, a: str, b: str) -> str:
+    """A sentence for arms ``a`` and ``b`` whose algorithms coincide in these runs, when their runs were computed
+    on different CPU models (their numbers then differ in the last bits of every sum, and so beyond them)."""
+    cpus = {arm: {result[arm, s]["provenance"].get("cpu", "").split(" (")[0] for s in result.seeds
+                  if (arm, s) in result.records} for arm in (a, b)}  # fmt: skip
+    if not all(cpus.values()) or cpus[a] == cpus[b]:
+        return ""
+    return (
+        f" {a} is then {b}, yet their rows differ a little: {a}'s runs were computed on "
+        f"{', '.join(sorted(cpus[a]))}, {b}'s on {', '.join(sorted(cpus[b]))}, whose floating-point sums differ "
+        "(identical numbers need the same CPU model and compute path)."
+    )
+
+
 def router_probe(rnd, row, server, clients):
     """:func:`routing_probe`, and what the router reads and says on every evaluated routing round:
     ``gap``, the mean distance between the label clusters' means of the clients' mean normalised
@@ -1065,7 +1114,7 @@ def table2_on(config, options: dict, pub: pd.DataFrame, v: dict):
     arms[v["NO_ROUTE"]] = config("fedmn", lr=lr["fedmn"], options={**fedmn, "force_paths": 1})
     tunings = {a: (pilot, a) for a in arms if a in pilot.grids}
     # FedMN's run records what its router reads and decides every evaluated round, the others the routing probe
-    probes = {a: router_probe if a == "FedMN" else routing_probe for a in arms}
+    probes = {a: {"FedMN": router_probe, "CFL": cfl_probe}.get(a, routing_probe) for a in arms}
     t2, fallbacks = sweep_stable(arms, v["SEEDS"], store, tunings, probe=probes)  # the seed plan's pilot
     baselines = [a for a in arms if a not in ("FedMN", v["NO_ROUTE"])]
     best = t2.select(baselines, by="val_mean_acc")  # on the pilot seeds' validation
@@ -1251,7 +1300,9 @@ def table2_notes(result, plan: pd.DataFrame, table: pd.DataFrame, sizes: dict, *
             + sizes_text(mean, common, more, len(result.values(more[0])) if more else 0, sizes["FedMN"], components,
                          sizes["model"])
             + (f"\n\nCFL never split a cluster here: its accuracies and bytes equal FedAvg's on every seed, so its row is "
-               f"FedAvg's (split thresholds ε₁ = {cfl_eps['eps1']:g}, ε₂ = {cfl_eps['eps2']:g})." if cfl_same else ""))  # fmt: skip
+               f"FedAvg's (split thresholds ε₁ = {cfl_eps['eps1']:g}, ε₂ = {cfl_eps['eps2']:g})." if cfl_same else "")
+            + ("\n\n" + criterion if (criterion := cfl_criterion_text(result, "CFL", cfl_eps))
+               else "") + (cpu_note(result, "CFL", "FedAvg") if "never splits" in criterion else ""))  # fmt: skip
     shown = [
         folded(
             plan.round(2),
