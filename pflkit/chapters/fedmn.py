@@ -960,7 +960,7 @@ CODE_OPTIONS["all four together"] = {k: v for o in list(CODE_OPTIONS.values()) f
 GLUED = (
     "LABEL_CLUSTERS CLIENTS SEEDS ROUNDS PRETRAIN_FRACTION TAU_START TAU_END ALPHA TRAIN_IMAGES HIDDEN BATCH MOMENTUM "
     "PILOT_ROUNDS PILOT_SEEDS LR_GRID LR_EXTEND FIG2_ROUNDS CODE_ROUNDS CONCEPT_CLIENTS CONCEPT_GROUPS COMPONENTS "
-    "CONCEPT_ROUNDS TEST_IMAGES FEDPROX_MU FT_EPOCHS DROPOUT TABLE2_RUN FIG2_RUN CODE_RUN CONCEPT_RUN ROUTER_LR_GRID ROUTER_LR START_APART"
+    "CONCEPT_ROUNDS TEST_IMAGES FEDPROX_MU FT_EPOCHS DROPOUT TABLE2_RUN FIG2_RUN CODE_RUN CONCEPT_RUN ROUTER_LR_GRID ROUTER_LR START_APART CFL_EPS1_GRID"
 ).split()
 
 
@@ -1086,7 +1086,8 @@ def table2_on(config, options: dict, pub: pd.DataFrame, v: dict):
     ``options["fedmn"]``), the arms with *FedMN, no routing*, the seed plan's pilot on ``v["SEEDS"]``, the
     plan, and the arms on their planned seeds (a diverging rate falls back to the pilot's best smaller
     one; a baseline that diverges at every rate of the grid is left out, :func:`diverged_everywhere`).  ``v``: the notebook's parameters (SEEDS, PILOT_SEEDS, ROUNDS, PILOT_ROUNDS, LR_GRID,
-    ROUTER_LR_GRID, LR_EXTEND, RESOLUTION, TABLE2_RUN, NO_ROUTE, SWAP, STORE, PAPER_ROW); ``pub``: the
+    ROUTER_LR_GRID, CFL_EPS1_GRID, LR_EXTEND, RESOLUTION, TABLE2_RUN, NO_ROUTE, SWAP, STORE, PAPER_ROW; CFL's
+    split threshold ε₁ is chosen on validation at CFL's rate and set in ``options["cfl"]``); ``pub``: the
     paper's Table II beside it (:func:`pub_for`).  Returns a namespace of what later cells read."""
     from types import SimpleNamespace
 
@@ -1110,6 +1111,12 @@ def table2_on(config, options: dict, pub: pd.DataFrame, v: dict):
                              "router_lr", v["ROUTER_LR_GRID"], v["PILOT_SEEDS"], store, extend=v["LR_EXTEND"])  # fmt: skip
     router_lr = router_pilot.config("FedMN, router step").options["router_lr"]
     fedmn = options["fedmn"] = {**options["fedmn"], "router_lr": router_lr}  # every FedMN run on this dataset
+    cfl_pilot = None  # CFL's split threshold ε₁ on validation at its chosen rate: a grid as large as the router step's
+    if "cfl" in lr and v.get("CFL_EPS1_GRID"):
+        cfl_pilot = tune_axis({"CFL, split threshold": config("cfl", rounds=pilot_rounds, eval_every=pilot_rounds,
+                                                              lr=lr["cfl"])},
+                              "eps1", v["CFL_EPS1_GRID"], v["PILOT_SEEDS"], store, extend=v["LR_EXTEND"])  # fmt: skip
+        options["cfl"] = {**options["cfl"], "eps1": cfl_pilot.config("CFL, split threshold").options["eps1"]}
     arms = {display_name(m): config(m, lr=lr[m]) for m in methods}
     arms[v["NO_ROUTE"]] = config("fedmn", lr=lr["fedmn"], options={**fedmn, "force_paths": 1})
     tunings = {a: (pilot, a) for a in arms if a in pilot.grids}
@@ -1129,6 +1136,7 @@ def table2_on(config, options: dict, pub: pd.DataFrame, v: dict):
     } | fallbacks
     lr.update({m: t2[display_name(m), v["SEEDS"][0]]["config"]["lr"] for m in methods})  # what later runs use
     return SimpleNamespace(pilot=pilot, router_pilot=router_pilot, router_lr=router_lr, fedmn=fedmn, arms=arms,
+                           cfl_pilot=cfl_pilot, cfl=options.get("cfl", {}),
                            t2=t2, fallbacks=fallbacks, best=best, best_other=best_other, plan=plan, seeds=seeds, lr=lr,
                            fedmn_t2=dataclasses.replace(arms["FedMN"], lr=lr["fedmn"]),
                            table=table2_table(t2, pub, v["PAPER_ROW"]))  # fmt: skip
