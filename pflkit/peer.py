@@ -17,7 +17,6 @@ runs beside it on the same metric.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -109,21 +108,25 @@ SETTINGS = {
 
 
 def pfllib_runs(folder) -> pd.DataFrame:
-    """PFLlib's runs written by ``run.sh`` (``<split>-<ALGO>-<ROUNDS>[-flags].json``) as one row per
-    evaluation: algorithm, hyperparameters (its flags), round (0: before training, as PFLlib evaluates), accuracy (%)."""
+    """PFLlib's runs logged by ``run.sh`` (``<split>-<ALGO>-<ROUNDS>[-flags].log``) as one row per
+    evaluation: algorithm, hyperparameters (its flags), round (0: before training, as PFLlib evaluates),
+    accuracy (%).  The accuracy is the pooled test accuracy PFLlib prints every evaluation ("Averaged
+    Test Accuracy"; pFedMe's personalised models print "Average Test Accuracy")."""
     rows = []
-    for f in sorted(Path(folder).glob("dir-*.json")):
+    for f in sorted(Path(folder).glob("dir-*.log")):
         m = re.fullmatch(r"dir-([A-Za-z]+)-(\d+)(?:-(.*))?", f.stem)
         if m is None or m[1] not in ALGORITHMS:
             continue
-        accs = json.loads(f.read_text())["acc"]
+        accs = [float(a) for a in re.findall(r"Averaged? Test Accuracy: ([0-9.]+)", f.read_text())]
         words = [w for w in (m[3] or "").split("_") if w]  # run.sh's tag: "-bt 1 -lam 15" -> "_bt_1__lam_15"
         flags = " ".join(f"-{k} {v}" for k, v in zip(words[::2], words[1::2]))
+        if len(accs) < int(m[2]) + 1:  # a run still going, or killed: not PFLlib's result
+            continue
         rows += [
             {"algorithm": m[1], "hyperparameters": flags, "round": r, "accuracy": 100 * a} for r, a in enumerate(accs)
         ]
     if not rows:
-        raise PflkitError(f"no PFLlib runs (dir-<ALGO>-<ROUNDS>.json) in {folder}")
+        raise PflkitError(f"no finished PFLlib runs (dir-<ALGO>-<ROUNDS>[-flags].log) in {folder}")
     return pd.DataFrame(rows)
 
 

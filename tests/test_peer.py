@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -70,12 +69,16 @@ def test_split_of_refuses_an_image_that_is_not_in_the_pooled_set(tmp_path):
 
 
 def test_peer_table_reads_the_last_rounds_and_judges_agreement(tmp_path):
-    for name, acc in {
-        "dir-FedAvg-10": [0.1] + [0.5] * 5 + [0.8] * 5,
-        "dir-pFedMe-10-_bt_1__lam_15": [0.1] + [0.9] * 10,
-    }.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps({"acc": acc}))
-    (tmp_path / "pat-FedAvg-10.json").write_text(json.dumps({"acc": [0.0]}))  # another split: not read
+    logs = {
+        "dir-FedAvg-10": ("Averaged", [0.1] + [0.5] * 5 + [0.8] * 5),
+        "dir-pFedMe-10-_bt_1__lam_15": ("Average", [0.1] + [0.9] * 10),  # pFedMe's personalised models
+        "dir-Ditto-10": ("Averaged", [0.1] * 4),
+        "pat-FedAvg-10": ("Averaged", [0.0] * 11),
+    }  # unfinished; other split
+    for name, (word, acc) in logs.items():
+        (tmp_path / f"{name}.log").write_text(
+            "".join(f"{word} Test Accuracy: {a:.4f}\nStd Test Accuracy: 0.1\n" for a in acc)
+        )
     runs = pfllib_runs(tmp_path)
     assert (
         set(runs.algorithm) == {"FedAvg", "pFedMe"}
