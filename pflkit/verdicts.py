@@ -445,9 +445,14 @@ def method_key(name: str) -> str:
 
 
 def _base_name(arm: str) -> tuple[str, str]:
-    """An arm's method and its variant: "pFedMe (L)" -> ("pFedMe", " (L)")."""
+    """An arm's method and its variant, as a pattern for the same variant of another method: "pFedMe (L)"
+    -> ("pFedMe", "{} (L)"); pFedMB's "Dirichlet 0.4 / 15 clients · pFedMe" -> ("pFedMe", "Dirichlet 0.4 / 15
+    clients · {}"); "pFedMe" -> ("pFedMe", "{}")."""
+    if " · " in arm:
+        prefix, name = arm.rsplit(" · ", 1)
+        return name, prefix + " · {}"
     m = re.fullmatch(r"(.*?)(\s*\(.*\))?", arm)
-    return m[1], m[2] or ""
+    return m[1], "{}" + (m[2] or "")
 
 
 def weak_arms(result: SweepResult, arms, metric: str = "mean_acc", reported: dict | None = None) -> dict[str, str]:
@@ -465,14 +470,17 @@ def weak_arms(result: SweepResult, arms, metric: str = "mean_acc", reported: dic
         name, variant = _base_name(arm)
         sources = reported.get(method_key(name), {})
         for ref, most in WEAK_BELOW.items():
-            ref_arm = ref + variant  # a variant ("pFedMe (L)") is held against its own ("Local (L)") only
+            ref_arm = variant.format(ref)  # a variant ("pFedMe (L)") is held against its own ("Local (L)") only
             if ref not in sources or ref_arm not in result.arms or ref_arm == arm:
                 continue
             gap = interval(result.values(ref_arm, metric))[0] - interval(result.values(arm, metric))[0]
             if gap > most:
                 src = sources[ref]  # the first source and how many more
                 said = src[0] if len(src) == 1 else f"{src[0]} and {len(src) - 1} more table{'s' * (len(src) > 2)}"
-                out[arm] = f"{arm} {gap:.1f} points below {ref_arm} ({said} report{'s' * (len(src) == 1)} it above)"
+                where = f"{variant.split(' · ')[0]}; " if " · " in variant else ""  # pFedMB's setting, said once
+                shown, ref_shown = (name, ref) if where else (arm, ref_arm)
+                out[arm] = (f"{shown} {gap:.1f} points below {ref_shown} "
+                            f"({where}{said} report{'s' * (len(src) == 1)} it above)")  # fmt: skip
                 break
     return out
 
@@ -511,8 +519,9 @@ def claim(
         if v.budget:  # say how far the arms still moved: a budget-limited verdict is read with that in mind
             row.setdefault("rising", rising(result, a, b))
     row.setdefault("arms", arms_budget(result, a, b))
-    if hasattr(result, "arms"):  # a claim against the strongest baseline is held against every arm it was picked from
-        row.setdefault("weak", weak_arms(result, result.arms if "strongest" in text else (a, b), metric))
+    if hasattr(result, "arms"):  # a claim against the strongest baseline: every arm it was picked from (b's variant)
+        pool = [x for x in result.arms if _base_name(x)[1] == _base_name(b)[1]] if "strongest" in text else (a, b)
+        row.setdefault("weak", weak_arms(result, pool, metric))
     if isinstance(paper, PaperMargin) and paper.values:  # our comparator's accuracy carries the paper's margin
         row.setdefault("ours_b", ours_b if ours_b is not None else interval(result.values(b, metric))[0])
     return claim_row(text, v, paper, **row)

@@ -81,3 +81,17 @@ def test_the_glossary_defines_the_words_the_sizes_and_the_flags_as_the_kit_does(
     for size in SIZE_MEANINGS:
         assert f"*{size}*" in glossary, size
     assert set(SIZE_MEANINGS) == set(SIZES)
+
+
+def test_unexplained_weak_baselines_only_fall():
+    """Every claim flagged *weak baseline* names the arms it has no reason for yet (``unexplained``); their
+    count over the golden files may not rise above the ceiling in held.json, which a commit lowers as it
+    explains them (issue 57: a baseline never quietly broken), down to 0."""
+    from pflkit.verdicts import WEAK
+
+    rows = pd.concat([read(p).assign(chapter=p.name.split(".")[0]) for p in FILES], ignore_index=True)
+    flagged = rows["flags"].str.contains(WEAK)
+    assert (rows.loc[flagged, "weak"] != "").all() and (rows.loc[~flagged, "weak"] == "").all()
+    unexplained = rows[rows["unexplained"] != ""]
+    ceiling = json.loads(HELD.read_text())["unexplained weak baselines"]
+    assert len(unexplained) <= ceiling, unexplained[["chapter", "claim", "unexplained"]].to_string()

@@ -482,6 +482,8 @@ def test_a_baseline_reported_above_local_or_fedavg_and_far_below_it_here_is_mark
     # 3.1 below Local: marked; 0.5 below FedAvg: within 1 point; Ditto: no table reports it above; a variant
     # is held against its own variant's Local ("Local (L)", 1 point above: not marked); Local is the reference
     assert marks == {"pFedMe": "pFedMe 3.1 points below Local (pFedHN Table 1 reports it above)"}
+    prefixed = _Result({"A · Local": 90.0, "A · pFedMe": 80.0, "B · Local": 70.0, "B · pFedMe": 69.0})  # pFedMB's names
+    assert list(weak_arms(prefixed, ["A · pFedMe", "B · pFedMe"], reported=reported)) == ["A · pFedMe"]
     row = claim_row("X beats pFedMe", verdict([1.0, 1.2, 0.8]), weak=marks)
     assert "weak baseline" in row["flags"] and row["unexplained"] == "pFedMe"
     assert "not yet explained" in row["notes"]

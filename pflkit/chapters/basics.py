@@ -117,11 +117,13 @@ def plain(row: dict) -> str:
 
 
 def claim_rows(specs: dict, results: dict, pfllib: dict, kt: dict, plan: pd.DataFrame, *, n_clients: int,
-               resolution: float, where: dict[str, str] | None = None) -> tuple[list[dict], dict]:  # fmt: skip
+               resolution: float, where: dict[str, str] | None = None,
+               explained: dict | None = None) -> tuple[list[dict], dict]:  # fmt: skip
     """The page's claims, each an arm against FedAvg's global model (``specs``: per setting, claim →
     (arm, margin); a margin makes it a no-difference claim), judged on ``results`` with the seed ``plan``;
     ``pfllib`` and ``kt``: per setting, the published accuracies (method → %) of PFLlib and of KT-pFL's
-    Table 2; ``where``: per setting, how a lead claim names it (default "FMNIST <setting>").
+    Table 2; ``where``: per setting, how a lead claim names it (default "FMNIST <setting>"); ``explained``:
+    arm -> why it lags where it is a *weak baseline* (:func:`peer_explanations`).
 
     Where a setting has FedAvg + FT, its claim is the mechanism every personalized arm relies on
     (adapting to a client's own data pays off), checked against FedAvg's global model as it is, and the
@@ -148,7 +150,7 @@ def claim_rows(specs: dict, results: dict, pfllib: dict, kt: dict, plan: pd.Data
                 continue
             rows.append(claim(text, results[s], m, "FedAvg", paper=published_margin(pfllib[s], m, "FedAvg", "PFLlib"),
                               margin=mg, resolution=None if mg else resolution, headline=mg is None, saturated=sat,
-                              plan=plan, mechanism=mech if mg is None else None))  # fmt: skip
+                              plan=plan, mechanism=mech if mg is None else None, explained=explained))  # fmt: skip
     head = next((s for s in specs if not saturation(results[s], m=resolution)), None)
     if head:
         mech_row = mechs.get(head) or next((r for r in rows if r["kind"] == "mechanism"), None)
@@ -365,3 +367,71 @@ def on_both_engines(cfg, store) -> dict:
             torch.set_num_threads(threads)
 
     return store.derived("engines", canonical(cfg, 1), both)
+
+
+# ----------------------------------------------------------------------------- the peer check
+
+# what reading PFLlib's code (commit d832e76) showed each algorithm does differently from its paper
+# and from the kit, where it could move the number: named in the peer table, measured where it matters
+PEER_CODE_NOTES = {
+    "PerAvg": "PFLlib's server calls each client's training twice a round: two local epochs, twice "
+              "FedAvg's local work (the kit and the paper: one); α = β = the learning rate",
+    "pFedMe": "PFLlib's personalised model θ carries over from one minibatch's inner problem to the next "
+              "(the kit starts each at the local model w, as the paper's Algorithm 1 writes it), and its "
+              "server averages the clients weighted by their training images (the paper: uniformly)",
+    "FedAMP": "PFLlib's proximal term is computed from detached weights (no gradient) and clients keep "
+              "training their own model rather than starting from the server's message: its FedAMP "
+              "trains as Local does",
+    "Ditto": "the same algorithm (personal model first, then the global one, one epoch each)",
+}  # fmt: skip
+
+
+def peer_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The peer table (:func:`pflkit.peer.peer_table`) with human headers: a row per algorithm."""
+    from ..methods import display_name
+
+    ours = [f"{r.kit:.1f} [{r.lo:.1f}, {r.hi:.1f}]" if r.seeds > 1 else f"{r.kit:.1f}" for r in table.itertuples()]
+    agree = {True: "yes", False: "no", None: "—"}
+    return pd.DataFrame({
+        "PFLlib's algorithm": table.algorithm,
+        "the kit's method": [display_name(m) for m in table.method],
+        "hyperparameters": [h or "—" for h in table.hyperparameters],
+        "PFLlib (its run)": table.pfllib.round(1),
+        "ours (mean [95 % CI])": ours,
+        "seeds": table.seeds,
+        "PFLlib − ours": table.difference.round(1),
+        "agree": [agree[a] for a in table.agree],
+    }).set_index("PFLlib's algorithm")  # fmt: skip
+
+
+def peer_sentences(table: pd.DataFrame, tolerance: float, notes: dict[str, str] = PEER_CODE_NOTES) -> list[str]:
+    """One bullet per algorithm: whether PFLlib's number and ours agree, and (where they do not, or
+    where PFLlib's code differs) what PFLlib's code does differently."""
+    from ..methods import display_name
+
+    lines = []
+    for r in table.itertuples():
+        name = display_name(r.method)
+        if r.agree is None:
+            head = f"**{name}**: no PFLlib run yet"
+        else:
+            verb = "agree" if r.agree else "disagree"
+            head = (f"**{name}**: PFLlib {r.pfllib:.1f} %, ours {r.kit:.1f} % — they {verb} "
+                    f"({r.difference:+.1f} points; tolerance ±{tolerance:g} or our interval)")  # fmt: skip
+        note = notes.get(r.algorithm)
+        lines.append(f"* {head}." + (f" In PFLlib's code: {note}." if note else ""))
+    return lines
+
+
+def peer_explanations(table: pd.DataFrame) -> dict[str, str]:
+    """Why an arm the peer check found in agreement with PFLlib's own code may lag here: per method that
+    agrees (the kit's display name), the sentence a *weak baseline* flag's notes cite."""
+    from ..methods import display_name
+
+    return {
+        display_name(r.method): f"the peer check finds our {display_name(r.method)} where PFLlib's own code is on "
+        f"PFLlib's split at the same budget (PFLlib {r.pfllib:.1f} %, ours {r.kit:.1f} %, pooled test accuracy): "
+        "its lag here is the method's at our budget, not a fault of our code"
+        for r in table.itertuples()
+        if r.agree
+    }
