@@ -198,8 +198,7 @@ def bottom_line(data, paper: str, setting: str = "", *, runs: bool = True) -> st
         text += ("; where the mechanism is inert, the word stands but the paper's explanation of it does not: the "
                  "method's own mechanism does not act in our runs")  # fmt: skip
     if flags.str.contains(WEAK).any():
-        text += ("; against a weak baseline, the word is about our implementation of that baseline, which a "
-                 "published table puts above Local or FedAvg and which falls below them here")  # fmt: skip
+        text += "; a weak baseline is ours, below Local or FedAvg where a published table has it above them"
     many = f"the {len(d)} lead claims" if len(d) > 1 else "the one lead claim"
     lead = f"Of {many} of {paper}" + (", on Fashion-MNIST with LeNet-scale models at CPU budgets" if runs else "")
     return f"{lead}: {text}." + (f" {setting}" if setting else "")

@@ -130,7 +130,7 @@ def cfl_criterion_text(result, arm: str, eps: dict) -> str:
             f"below ε₁ = {eps['eps1']:g}, while the largest client update's is {min(most):.2f}–{max(most):.2f} "
             f"(above ε₂ = {eps['eps2']:g}): the federation {holds} looks stationary to CFL at our learning rate and "
             f"local epoch, so it {'never splits' if holds == 'never' else 'may split'} ({max(clusters)} cluster"
-            f"{'s' if max(clusters) > 1 else ''} at most). ε₁ and ε₂ are the authors' values for their models; the "
+            f"{'s' if max(clusters) > 1 else ''} at most). The authors set their thresholds for their models; the "
             "norms scale with the learning rate and the local work.")  # fmt: skip
 
 
