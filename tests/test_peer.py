@@ -116,3 +116,22 @@ def test_pfllibs_split_rebuilt_from_the_committed_indices():
     # PFLlib's first client: 82 images (labels 0, 1, 6, 8, 9), 61 to train and 21 to test (its 75 / 25 split)
     assert len(part.clients[0].train) == 61 and len(part.clients[0].test) == 21
     assert ds.normalize(ds.x_train[:100]).min() == -1 and ds.normalize(ds.x_train[:100]).max() == 1  # PFLlib's [-1, 1]
+
+
+def test_a_disagreeing_algorithm_whose_pfllib_curve_is_fedavgs_is_said_to_be():
+    from pflkit.chapters.basics import peer_display, peer_explanations, peer_sentences
+
+    rounds = range(11)
+    runs = pd.DataFrame(
+        [{"algorithm": "FedAvg", "hyperparameters": "", "round": r, "accuracy": 10.0 + 5 * r} for r in rounds]
+        + [{"algorithm": "pFedMe", "hyperparameters": "-bt 1", "round": r, "accuracy": 11.0 + 5 * r} for r in rounds]
+    )  # fmt: skip
+    history = pd.DataFrame([{"arm": a, "method": m, "seed": 0, "round": r, "pooled_acc": v + 5 * r}
+                            for a, m, v in (("FedAvg", "fedavg", 10.0), ("pFedMe", "pfedme", 40.0))
+                            for r in range(1, 11)])  # fmt: skip
+    table = peer_table(runs, history)
+    lines = peer_sentences(table, 2.0, notes={}, pfllib=runs)
+    assert "they agree" in lines[0] and "FedAvg global model" not in lines[0]
+    assert "they disagree" in lines[1] and "within 1.0 points of PFLlib's FedAvg global model" in lines[1]
+    assert list(peer_explanations(table)) == ["FedAvg"]  # only an agreeing method explains a weak baseline
+    assert peer_display(table).loc["pFedMe", "agree"] == "no"

@@ -376,9 +376,10 @@ def on_both_engines(cfg, store) -> dict:
 PEER_CODE_NOTES = {
     "PerAvg": "PFLlib's server calls each client's training twice a round: two local epochs, twice "
               "FedAvg's local work (the kit and the paper: one); α = β = the learning rate",
-    "pFedMe": "PFLlib's personalised model θ carries over from one minibatch's inner problem to the next "
-              "(the kit starts each at the local model w, as the paper's Algorithm 1 writes it), and its "
-              "server averages the clients weighted by their training images (the paper: uniformly)",
+    "pFedMe": "its 'personalised' accuracy is its global model's: the optimiser returns the model's own "
+              "parameters as the personal ones, so the server's broadcast overwrites them before every "
+              "evaluation; its θ also carries over from minibatch to minibatch (the kit starts each inner "
+              "problem at w, as Algorithm 1 reads) and its server weights clients by their images",
     "FedAMP": "PFLlib's proximal term is computed from detached weights (no gradient) and clients keep "
               "training their own model rather than starting from the server's message: its FedAMP "
               "trains as Local does",
@@ -404,11 +405,15 @@ def peer_display(table: pd.DataFrame) -> pd.DataFrame:
     }).set_index("PFLlib's algorithm")  # fmt: skip
 
 
-def peer_sentences(table: pd.DataFrame, tolerance: float, notes: dict[str, str] = PEER_CODE_NOTES) -> list[str]:
+def peer_sentences(table: pd.DataFrame, tolerance: float, notes: dict[str, str] = PEER_CODE_NOTES,
+                   pfllib: pd.DataFrame | None = None, near: float = 3.0) -> list[str]:  # fmt: skip
     """One bullet per algorithm: whether PFLlib's number and ours agree, and (where they do not, or
-    where PFLlib's code differs) what PFLlib's code does differently."""
+    where PFLlib's code differs) what PFLlib's code does differently.  With PFLlib's runs (``pfllib``), a
+    disagreeing algorithm whose PFLlib curve stays within ``near`` points of PFLlib's FedAvg at every
+    round is said to: it then behaves as FedAvg's global model does."""
     from ..methods import display_name
 
+    fedavg = None if pfllib is None else pfllib[pfllib.algorithm == "FedAvg"].set_index("round").accuracy
     lines = []
     for r in table.itertuples():
         name = display_name(r.method)
@@ -419,6 +424,11 @@ def peer_sentences(table: pd.DataFrame, tolerance: float, notes: dict[str, str] 
             head = (f"**{name}**: PFLlib {r.pfllib:.1f} %, ours {r.kit:.1f} % — they {verb} "
                     f"({r.difference:+.1f} points; tolerance ±{tolerance:g} or our interval)")  # fmt: skip
         note = notes.get(r.algorithm)
+        if r.agree is False and fedavg is not None and len(fedavg) and r.algorithm != "FedAvg":
+            gap = (pfllib[pfllib.algorithm == r.algorithm].set_index("round").accuracy - fedavg).abs().dropna()
+            if len(gap) and gap.max() < near:
+                head += (f"; PFLlib's {name} stays within {gap.max():.1f} points of PFLlib's FedAvg global model "
+                         f"at every one of its {len(gap)} evaluations")  # fmt: skip
         lines.append(f"* {head}." + (f" In PFLlib's code: {note}." if note else ""))
     return lines
 
