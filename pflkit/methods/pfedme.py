@@ -84,8 +84,11 @@ register(
             "K": (5, "gradient steps on the inner problem"),
             "personal_lr": (0.01, "learning rate of the inner problem"),
             "beta": (1.0, "server mixing β (1 = plain average)"),
-            "inner_start": ("w", "each minibatch's inner problem starts at w (kit) or at the last θ̃ (theta: the "
-                            "authors' and PFLlib's code)"),
+            "inner_start": (
+                "w",
+                "each minibatch's inner problem starts at w (kit) or at the last θ̃ (theta: the "
+                "authors' and PFLlib's code)",
+            ),
         },
         later_options={"inner_start": "w"},
     )
