@@ -406,7 +406,7 @@ def peer_display(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def peer_sentences(table: pd.DataFrame, tolerance: float, notes: dict[str, str] = PEER_CODE_NOTES,
-                   pfllib: pd.DataFrame | None = None, near: float = 3.0) -> list[str]:  # fmt: skip
+                   pfllib: pd.DataFrame | None = None, near: float = 5.0) -> list[str]:  # fmt: skip
     """One bullet per algorithm: whether PFLlib's number and ours agree, and (where they do not, or
     where PFLlib's code differs) what PFLlib's code does differently.  With PFLlib's runs (``pfllib``), a
     disagreeing algorithm whose PFLlib curve stays within ``near`` points of PFLlib's FedAvg at every

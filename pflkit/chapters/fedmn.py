@@ -116,7 +116,7 @@ def cfl_criterion_text(result, arm: str, eps: dict) -> str:
     for s in result.seeds:
         if (arm, s) not in result.records:
             continue
-        warmup = result[arm, s]["config"]["options"].get("warmup", 0)
+        warmup = result[arm, s].get("config", {}).get("options", {}).get("warmup", 0)
         for rnd, out in result.probes(arm, s).items():
             if out and rnd > warmup:
                 mean += [a for a, _ in out["norms"]]
@@ -137,7 +137,7 @@ def cfl_criterion_text(result, arm: str, eps: dict) -> str:
 def cpu_note(result, a: str, b: str) -> str:
     """A sentence for arms ``a`` and ``b`` whose algorithms coincide in these runs, when their runs were computed
     on different CPU models (their numbers then differ in the last bits of every sum, and so beyond them)."""
-    cpus = {arm: {result[arm, s]["provenance"].get("cpu", "").split(" (")[0] for s in result.seeds
+    cpus = {arm: {result[arm, s].get("provenance", {}).get("cpu", "").split(" (")[0] for s in result.seeds
                   if (arm, s) in result.records} for arm in (a, b)}  # fmt: skip
     if not all(cpus.values()) or cpus[a] == cpus[b]:
         return ""
