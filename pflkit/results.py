@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +32,7 @@ GLOBAL_MODELS = ("fedprox", "fedsgd", "feddf", "fedgen")
 TABLES = ("pfllib_fmnist", "pfedhn", "pfedmb", "fesem", "fedmn", "ktpfl")
 
 
+@cache  # read once a process: every claim asks (callers read it, never change it)
 def reported_above(refs=("Local", "FedAvg")) -> dict[str, dict[str, list[str]]]:
     """Per baseline (its key, :func:`pflkit.verdicts.method_key`), the published tables that report it
     above each reference of ``refs`` in one column (a dataset and setting of one table): {"pfedme":

@@ -71,8 +71,8 @@ FLAG_MEANINGS = {  # each flag in one line; a flag stands beside the word, never
     INERT: "what makes the method different does not act in these runs (its mechanism check), so the word says "
     "nothing about that mechanism",
     WEAK: "an arm of the claim that a published table reports above Local (FedAvg's global model) scores more than "
-    "3 points below Local (1 point below FedAvg) here; the notes say why, citing a control run, or that it is not "
-    "yet explained",
+    f"{WEAK_BELOW['Local']:g} points below Local ({WEAK_BELOW['FedAvg']:g} point below FedAvg) here; the notes say "
+    "why, citing a control run, or that it is not yet explained",
 }
 
 
