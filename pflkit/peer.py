@@ -111,13 +111,16 @@ def pfllib_runs(folder) -> pd.DataFrame:
     """PFLlib's runs logged by ``run.sh`` (``<split>-<ALGO>-<ROUNDS>[-flags].log``) as one row per
     evaluation: algorithm, hyperparameters (its flags), round (0: before training, as PFLlib evaluates),
     accuracy (%).  The accuracy is the pooled test accuracy PFLlib prints every evaluation ("Averaged
-    Test Accuracy"; pFedMe's personalised models print "Average Test Accuracy")."""
+    Test Accuracy"; pFedMe's personalised models print "Average Test Accuracy").  Where a round
+    evaluates the global models and then the personalised ones (Ditto), the personalised ones count."""
     rows = []
     for f in sorted(Path(folder).glob("dir-*.log")):
         m = re.fullmatch(r"dir-([A-Za-z]+)-(\d+)(?:-(.*))?", f.stem)
         if m is None or m[1] not in ALGORITHMS:
             continue
-        accs = [float(a) for a in re.findall(r"Averaged? Test Accuracy: ([0-9.]+)", f.read_text())]
+        found = re.findall(r"Evaluate (\w+) model.*\n(?:.*\n)*?Averaged? Test Accuracy: ([0-9.]+)", f.read_text())
+        kinds = {kind for kind, _ in found}
+        accs = [float(a) for kind, a in found if kind == ("personalized" if len(kinds) > 1 else kind)]
         words = [w for w in (m[3] or "").split("_") if w]  # run.sh's tag: "-bt 1 -lam 15" -> "_bt_1__lam_15"
         flags = " ".join(f"-{k} {v}" for k, v in zip(words[::2], words[1::2]))
         if len(accs) < int(m[2]) + 1:  # a run still going, or killed: not PFLlib's result

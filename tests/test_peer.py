@@ -70,20 +70,22 @@ def test_split_of_refuses_an_image_that_is_not_in_the_pooled_set(tmp_path):
 
 def test_peer_table_reads_the_last_rounds_and_judges_agreement(tmp_path):
     logs = {
-        "dir-FedAvg-10": ("Averaged", [0.1] + [0.5] * 5 + [0.8] * 5),
-        "dir-pFedMe-10-_bt_1__lam_15": ("Average", [0.1] + [0.9] * 10),  # pFedMe's personalised models
-        "dir-Ditto-10": ("Averaged", [0.1] * 4),
-        "pat-FedAvg-10": ("Averaged", [0.0] * 11),
-    }  # unfinished; other split
-    for name, (word, acc) in logs.items():
-        (tmp_path / f"{name}.log").write_text(
-            "".join(f"{word} Test Accuracy: {a:.4f}\nStd Test Accuracy: 0.1\n" for a in acc)
-        )
+        "dir-FedAvg-10": (["global models"], "Averaged", [0.1] + [0.5] * 5 + [0.8] * 5),
+        "dir-pFedMe-10-_bt_1__lam_15": (["personalized model"], "Average", [0.1] + [0.9] * 10),  # its wording
+        "dir-FedPer-10": (["global models", "personalized models"], "Averaged", [0.3] * 11),  # Ditto's way: both
+        "dir-Ditto-10": (["global models"], "Averaged", [0.1] * 4),  # unfinished
+        "pat-FedAvg-10": (["global models"], "Averaged", [0.0] * 11),  # another split
+    }
+    for name, (kinds, word, acc) in logs.items():
+        (tmp_path / f"{name}.log").write_text("".join(
+            f"Evaluate {kind}\nAveraged Train Loss: 0.5\n{word} Test Accuracy: {a + 0.4 * (kind == 'personalized models'):.4f}\n"
+            for a in acc for kind in kinds))  # fmt: skip
     runs = pfllib_runs(tmp_path)
     assert (
-        set(runs.algorithm) == {"FedAvg", "pFedMe"}
+        set(runs.algorithm) == {"FedAvg", "pFedMe", "FedPer"}
         and runs[runs.algorithm == "pFedMe"].hyperparameters.iloc[0] == "-bt 1 -lam 15"
     )
+    assert list(runs[runs.algorithm == "FedPer"].accuracy.round(6).unique()) == [70.0]  # the personalised ones
     assert runs["round"].max() == 10 and last_rounds(runs[runs.algorithm == "FedAvg"].accuracy) == pytest.approx(80)
     rows = []
     for arm, level in {"FedAvg": 79.0, "pFedMe": 70.0, "Ditto": 50.0}.items():  # within 2, 20 below, no PFLlib run
