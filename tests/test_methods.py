@@ -129,6 +129,28 @@ def test_pfedme_inner_start_differs_only_after_a_rounds_first_minibatch(tiny_fed
         run(cfg, tiny_fed(cfg))
 
 
+def test_pfedme_fresh_personal_model_is_a_round_of_training_from_the_evaluation_message(tiny_fed):
+    # personal="fresh": the θ̃ a client is evaluated with is the one a round of Algorithm 1 from the
+    # message would leave; "last" evaluates the θ̃ its last training left, untouched
+    from pflkit.engine import own_randomness
+
+    models = {}
+    for personal in ("last", "fresh"):
+        cfg = tiny_config(method="pfedme", rounds=1, options={"personal": personal, "K": 2})
+        fed, _, server, clients = build(cfg, tiny_fed(cfg))
+        message = server.eval_message(0)
+        before = snapshot(clients[0].theta)
+        with own_randomness(clients[0], 5, 5):
+            models[personal] = snapshot(clients[0].eval_model(message))
+        if personal == "last":
+            assert_states_equal(before, models["last"])
+            with own_randomness(clients[0], 5, 5):
+                clients[0].train_round(message, 0)
+            models["trained"] = snapshot(clients[0].theta)
+    assert_states_equal(models["trained"], models["fresh"])
+    assert any(not torch.equal(models["last"][k], models["fresh"][k]) for k in models["last"])
+
+
 def test_unknown_option_is_an_error():
     from pflkit.errors import PflkitError
     from pflkit.methods import get_method

@@ -7,6 +7,11 @@ Server:
     w_{t+1} = (1 − β) w_t + β · (1/S) Σ_{i∈S} w_{i,R}
 Clients are evaluated with their personalised model θ̃_i.
 
+Algorithm 1 has every client update every round (the server samples only whose w_{i,R} it averages);
+the kit trains only the sampled clients, so an unsampled client's θ̃ dates from its last round of
+training (``personal="last"``).  ``personal="fresh"`` computes every client's θ̃ at evaluation from the
+current global model, as Algorithm 1 would have it, at one local round's cost per client evaluated.
+
 Algorithm 1 does not say where the inner problem starts; the kit starts each minibatch's at the local
 model w_{i,r} (``inner_start="w"``).  The authors' code and PFLlib start it at the last θ̃ instead, so
 that θ̃ moves on from minibatch to minibatch within a round (``inner_start="theta"``; at w_t when the
@@ -38,8 +43,9 @@ class PFedMeClient(Client):
 
     def __init__(self, cid, data, model, cfg, opts):
         super().__init__(cid, data, model, cfg, opts)
-        if opts["inner_start"] not in ("w", "theta"):
-            raise PflkitError(f"pFedMe's inner_start must be 'w' or 'theta', got {opts['inner_start']!r}")
+        for name, allowed in {"inner_start": ("w", "theta"), "personal": ("last", "fresh")}.items():
+            if opts[name] not in allowed:
+                raise PflkitError(f"pFedMe's {name} must be one of {', '.join(allowed)}, got {opts[name]!r}")
         self.theta = clone_model(model)  # personalised model θ̃_i
 
     def train_round(self, message, rnd):
@@ -69,6 +75,8 @@ class PFedMeClient(Client):
         return {"weights": snapshot(self.model), "_loss": loss}
 
     def eval_model(self, message):
+        if self.opt["personal"] == "fresh":  # Algorithm 1: every client updates from w_t, sampled or not
+            self.train_round(message, None)  # (its w_{i,R} goes nowhere: the next round starts from the message)
         return self.theta
 
 
@@ -89,7 +97,12 @@ register(
                 "each minibatch's inner problem starts at w (kit) or at the last θ̃ (theta: the "
                 "authors' and PFLlib's code)",
             ),
+            "personal": (
+                "last",
+                "the θ̃ a client is evaluated with: from its last round of training (last), or computed at "
+                "evaluation from the current global model (fresh: Algorithm 1's every client every round)",
+            ),
         },
-        later_options={"inner_start": "w"},
+        later_options={"inner_start": "w", "personal": "last"},
     )
 )
