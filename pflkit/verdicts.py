@@ -622,7 +622,7 @@ def claim_row(
     weak, explained = weak or {}, explained or {}
     if weak:
         flags.append(WEAK)
-        notes += [f"weak baseline: {why}: " + explained.get(arm, "not yet explained") for arm, why in weak.items()]
+        notes += [f"weak baseline: {why}: " + _explanation(explained, arm) for arm, why in weak.items()]
     if mechanism is not None:
         notes.append(f"mechanism: {verdict_text(mechanism, bold=False)}, {mechanism['ours (a − b, 95 % CI)']}")
         if INERT in mechanism.get("flags", []):
@@ -637,9 +637,39 @@ def claim_row(
         "headline": headline,
         "kind": "claim",
         "weak": "; ".join(weak.values()),
-        "unexplained": "; ".join(a for a in weak if a not in explained),
+        "unexplained": "; ".join(a for a in weak if _explanation(explained, a) == UNEXPLAINED),
         "_v": v,
+        "_weak": weak,
     }
+
+
+UNEXPLAINED = "not yet explained"
+
+
+def _explanation(explained: dict, arm: str) -> str:
+    """Why ``arm`` is weak: ``explained``'s entry for the arm ("pFedMe (L)"), else for its method
+    ("pFedMe"), else :data:`UNEXPLAINED`."""
+    return explained.get(arm, explained.get(_base_name(arm)[0], UNEXPLAINED))
+
+
+def explain_weak(rows: list[dict], explained: dict) -> list[dict]:
+    """The claims rows with their weak-baseline marks explained where ``explained`` (arm or method ->
+    why, citing the control run) now says why: for reasons found after the claims were made (a
+    tuning pilot run later on the page)."""
+    out = []
+    for row in rows:
+        weak = row.get("_weak") or {}
+        todo = [a for a in weak if a in row.get("unexplained", "").split("; ")]
+        if todo:
+            row = dict(row)
+            for arm in todo:
+                why = _explanation(explained, arm)
+                row["notes"] = row["notes"].replace(
+                    f"weak baseline: {weak[arm]}: {UNEXPLAINED}", f"weak baseline: {weak[arm]}: {why}"
+                )
+            row["unexplained"] = "; ".join(a for a in todo if _explanation(explained, a) == UNEXPLAINED)
+        out.append(row)
+    return out
 
 
 def flagged(row: dict, flag: str) -> bool:

@@ -473,7 +473,7 @@ def test_the_bottom_line_says_each_lead_claims_word_size_and_flags_in_the_papers
 
 def test_a_baseline_reported_above_local_or_fedavg_and_far_below_it_here_is_marked_weak():
     from pflkit.results import reported_above
-    from pflkit.verdicts import weak_arms
+    from pflkit.verdicts import explain_weak, weak_arms
 
     reported = {"pFedMe": {"Local": ["pFedHN Table 1"], "FedAvg": ["PFLlib"]}, "Per-FedAvg": {"FedAvg": ["PFLlib"]}}
     res = _Result({"Local": 90.0, "FedAvg": 80.0, "pFedMe": 86.9, "Per-FedAvg": 79.5, "Ditto": 60.0, "pFedMe (L)": 70.0,
@@ -493,6 +493,12 @@ def test_a_baseline_reported_above_local_or_fedavg_and_far_below_it_here_is_mark
         and "weak baseline: pFedMe 3.1 points below Local (pFedHN Table 1 reports it above): control run c"
         in row["notes"]
     )
+    # by method, for every variant of it; and after the fact, for a reason a later run on the page found
+    later = claim_row("X beats pFedMe", verdict([1.0, 1.2, 0.8]), weak={"pFedMe (L)": "pFedMe (L) 9 below"})
+    assert later["unexplained"] == "pFedMe (L)" and "pFedMe (L) 9 below: not yet explained" in later["notes"]
+    (done,) = explain_weak([later], {"pFedMe": "untuned (pilot p)"})
+    assert done["unexplained"] == "" and "pFedMe (L) 9 below: untuned (pilot p)" in done["notes"]
+    assert explain_weak([later], {"Ditto": "d"})[0]["unexplained"] == "pFedMe (L)"
     # the published tables: PFLlib reports pFedMe above FedAvg, pFedHN's Table 1 above Local; papers' own methods are no baselines
     table = reported_above()
     assert "PFLlib" in table["pfedme"]["FedAvg"] and "pFedHN Table 1" in table["pfedme"]["Local"]
