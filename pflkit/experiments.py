@@ -53,6 +53,7 @@ from .tuning import (
     sweep_stable,
     tune,
     tune_axis,
+    tune_rates,
 )
 from .verdicts import (
     CEILING,
@@ -162,6 +163,7 @@ __all__ = [
     "SweepResult",
     "tune",
     "tune_axis",
+    "tune_rates",
     "Tuning",
     "verdict",
     "Verdict",

@@ -165,8 +165,8 @@ def tune_axis(
         grids_values = dict.fromkeys(configs, common)
     first = None
     for step in range(extend + 1):
-        t = tune({label: grid(label, cfg, **{axis: grids_values[label]}) for label, cfg in configs.items()}, seeds,
-                 store, by=by, **sweep_kw)  # fmt: skip
+        t = tune({label: grid(label, cfg, **_axis(cfg, axis, grids_values[label])) for label, cfg in configs.items()},
+                 seeds, store, by=by, **sweep_kw)  # fmt: skip
         if shared:
             t.chosen = _shared_choice(t)
         if first is None:
@@ -184,6 +184,58 @@ def tune_axis(
             break
     t.first, t.start, t.shared = first, start, shared
     return t
+
+
+@dataclass
+class Rates:
+    """A learning rate × personal rate pilot searched one axis at a time (:func:`tune_rates`), per label."""
+
+    first: dict[str, Tuning]  # every personal rate at the starting learning rate (grown past an edge)
+    second: dict[str, Tuning]  # every learning rate at the personal rate chosen first (grown past an edge)
+    rate: dict[str, str]  # per label, the option that is its personal rate
+
+    def config(self, label: str) -> RunConfig:
+        return self.second[label].config(label)
+
+    def table(self) -> pd.DataFrame:
+        """Every setting the pilot ran, once, per label: learning rate, personal rate, the validation
+        metric (mean ± 95 % CI over seeds) and whether it is the one chosen."""
+        rows = {}
+        for label in self.rate:
+            for t in (self.first[label], self.second[label]):
+                for arm, cfg in t.grids[label].items():
+                    key = (label, cfg.lr, cfg.options[self.rate[label]])
+                    diverged = t.result.values(arm, "diverged").any()
+                    rows[key] = {"method": label, "learning rate": cfg.lr, "personal rate": key[2],
+                                 t.by: "diverged" if diverged else fmt_interval(t.result.values(arm, t.by)),
+                                 "chosen": "yes" if cfg == self.config(label) else ""}  # fmt: skip
+        order = ["method", "learning rate", "personal rate"]
+        return pd.DataFrame(rows.values()).sort_values(order, ascending=[True, False, False], ignore_index=True)
+
+
+def tune_rates(
+    configs: dict[str, RunConfig], rate: dict[str, str], lrs, rates, seeds, store, *, start_lr: float, extend: int = 1,
+    **sweep_kw,
+) -> Rates:  # fmt: skip
+    """A two-axis grid, the learning rate × a method's personal rate (pFedMe's ``personal_lr``,
+    Per-FedAvg's ``alpha``: ``rate`` maps each config's method to its option), searched one axis at a time
+    on validation, each axis grown past an edge (:func:`tune_axis`, ``extend`` steps): every personal rate
+    of ``rates`` at ``start_lr``, then every learning rate of ``lrs`` at the personal rate chosen.  Runs
+    already made are read back from ``store``."""
+    first, second, option = {}, {}, {}
+    for label, cfg in configs.items():
+        option[label] = rate[cfg.method]
+        start = {label: dataclasses.replace(cfg, lr=start_lr)}
+        first[label] = tune_axis(start, option[label], rates, seeds, store, extend=extend, **sweep_kw)
+        chosen = {label: first[label].config(label)}
+        second[label] = tune_axis(chosen, "lr", lrs, seeds, store, extend=extend, **sweep_kw)
+    return Rates(first, second, option)
+
+
+def _axis(cfg: RunConfig, axis: str, values) -> dict:
+    """:func:`grid`'s keyword for one axis: a method option by name where it is one (Per-FedAvg's
+    ``alpha`` is also the partition's field), else the RunConfig field."""
+    return {"options": {axis: values}} if axis in get_method(cfg.method).options else {axis: values}
 
 
 def _shared_scores(t: Tuning) -> dict[int, float]:

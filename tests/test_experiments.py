@@ -712,3 +712,21 @@ def test_arms_on_different_budgets_are_read_at_the_budget_both_reached(tmp_path)
     row = ex.claim("Local beats FedAvg", res, "Local", "FedAvg")
     assert "read at the budget both arms reached (Local at round 2; FedAvg at round 2 of 4)" in row["notes"]
     assert res.common_budget("Local", "Local") is None  # one budget: read at the end as before
+
+
+def test_rates_are_searched_one_axis_at_a_time_and_each_setting_shown_once(tmp_path):
+    from pflkit.tuning import tune_rates
+
+    configs = {"pFedMe": tiny_config(method="pfedme", rounds=2, options={"K": 1}),
+               "Per-FedAvg": tiny_config(method="perfedavg", rounds=2)}  # fmt: skip
+    rate = {"pfedme": "personal_lr", "perfedavg": "alpha"}
+    pilot = tune_rates(configs, rate, [0.01, 0.05, 0.1], [0.001, 0.01], [0], tmp_path, start_lr=0.05, extend=0,
+                       workers=1, progress=False)  # fmt: skip
+    for label, option in (("pFedMe", "personal_lr"), ("Per-FedAvg", "alpha")):
+        cfg = pilot.config(label)
+        assert cfg.options[option] == pilot.first[label].config(label).options[option]  # the rate chosen first
+    table = pilot.table()
+    assert len(table) == 2 * (2 + 3 - 1)  # two personal rates at 0.05, three learning rates: (0.05, chosen) once
+    assert (table.chosen == "yes").sum() == 2 and not table.duplicated(
+        ["method", "learning rate", "personal rate"]
+    ).any()
