@@ -1049,3 +1049,26 @@ def test_novel_probe_skips_a_novel_client_without_test_data():
 
     run(cfg, Federation.from_config(cfg), on_round=on_round)
     assert [r["client"] for r in out["novel"]] == [4]
+
+
+def test_the_tuned_baselines_explain_their_weak_marks_with_the_pilots_numbers(tmp_path):
+    from pflkit.tuning import tune_rates
+    from tests.conftest import tiny_config
+
+    arms = {"pFedMe (M)": tiny_config(method="pfedme", rounds=2, options={"K": 1}), "pFedMe (S)": tiny_config(),
+            "Per-FedAvg (M)": tiny_config(method="perfedavg", rounds=2)}  # fmt: skip
+    configs = ch.width_arms(arms, "M")
+    assert list(configs) == ["pFedMe", "Per-FedAvg"]
+    pilot = tune_rates(configs, ch.RATE, [0.005, 0.05], [0.01, 0.05], [0], tmp_path, start_lr=0.005, workers=1,
+                       progress=False)  # fmt: skip
+    why = ch.tuned_why(pilot, 0.005, "M", 0)
+    table = pilot.table().set_index(["method", "learning rate", "personal rate"])
+    for label in configs:
+        chosen = pilot.config(label)
+        shared = table.loc[(label, 0.005, 0.01), "val_mean_acc"]
+        best = table.loc[(label, chosen.lr, chosen.options[ch.RATE[chosen.method]]), "val_mean_acc"]
+        assert f"chooses {chosen.lr:g}" in why[label] and f"{best} % against {shared} %" in why[label]
+    fresh = ch.fresh_config(pilot)
+    assert fresh.options["personal"] == "fresh" and dataclasses.replace(fresh, options={}) == dataclasses.replace(
+        pilot.config("pFedMe"), options={}
+    )

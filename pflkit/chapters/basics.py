@@ -405,15 +405,19 @@ def peer_display(table: pd.DataFrame) -> pd.DataFrame:
     }).set_index("PFLlib's algorithm")  # fmt: skip
 
 
+PEER_REFERENCES = {"FedAvg": "FedAvg global model", "Local": "Local models"}  # what a disagreeing curve may track
+
+
 def peer_sentences(table: pd.DataFrame, tolerance: float, notes: dict[str, str] = PEER_CODE_NOTES,
                    pfllib: pd.DataFrame | None = None, near: float = 5.0) -> list[str]:  # fmt: skip
     """One bullet per algorithm: whether PFLlib's number and ours agree, and (where they do not, or
     where PFLlib's code differs) what PFLlib's code does differently.  With PFLlib's runs (``pfllib``), a
-    disagreeing algorithm whose PFLlib curve stays within ``near`` points of PFLlib's FedAvg at every
-    round is said to: it then behaves as FedAvg's global model does."""
+    disagreeing algorithm whose PFLlib curve stays within ``near`` points of PFLlib's FedAvg (or Local) at
+    every round is said to, with our run of that reference beside it: it then behaves as that one does."""
     from ..methods import display_name
 
-    fedavg = None if pfllib is None else pfllib[pfllib.algorithm == "FedAvg"].set_index("round").accuracy
+    curves = {} if pfllib is None else {a: g.set_index("round").accuracy for a, g in pfllib.groupby("algorithm")}
+    ours = dict(zip(table.algorithm, table.kit))
     lines = []
     for r in table.itertuples():
         name = display_name(r.method)
@@ -424,11 +428,16 @@ def peer_sentences(table: pd.DataFrame, tolerance: float, notes: dict[str, str] 
             head = (f"**{name}**: PFLlib {r.pfllib:.1f} %, ours {r.kit:.1f} % — they {verb} "
                     f"({r.difference:+.1f} points; tolerance ±{tolerance:g} or our interval)")  # fmt: skip
         note = notes.get(r.algorithm)
-        if r.agree is False and fedavg is not None and len(fedavg) and r.algorithm != "FedAvg":
-            gap = (pfllib[pfllib.algorithm == r.algorithm].set_index("round").accuracy - fedavg).abs().dropna()
+        for ref, what in PEER_REFERENCES.items():
+            if r.agree is not False or ref == r.algorithm or ref not in curves or r.algorithm not in curves:
+                continue
+            gap = (curves[r.algorithm] - curves[ref]).abs().dropna()
             if len(gap) and gap.max() < near:
-                head += (f"; PFLlib's {name} stays within {gap.max():.1f} points of PFLlib's FedAvg global model "
-                         f"at every one of its {len(gap)} evaluations")  # fmt: skip
+                head += (f"; PFLlib's {name} stays within {gap.max():.1f} points of PFLlib's {what} at every one of "
+                         f"its {len(gap)} evaluations")  # fmt: skip
+                if ref in ours and ours[ref] == ours[ref]:  # our run of the reference, where the check has one
+                    head += f" (ours: {ours[ref]:.1f} %)"
+                break
         lines.append(f"* {head}." + (f" In PFLlib's code: {note}." if note else ""))
     return lines
 
