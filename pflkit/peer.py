@@ -95,7 +95,7 @@ def load_fashion_mnist_pfllib(root=None, download: bool = False) -> FedDataset:
 
 ALGORITHMS = {  # PFLlib's name -> the kit's method
     "FedAvg": "fedavg", "FedPer": "fedper", "Ditto": "ditto", "pFedMe": "pfedme", "PerAvg": "perfedavg",
-    "FedAMP": "fedamp", "Local": "local",
+    "FedAMP": "fedamp", "Local": "local", "FedProx": "fedprox",
 }  # fmt: skip
 # the method hyperparameters, set explicitly on both sides: PFLlib's flags, the kit's options (PFLlib's
 # command-line defaults are not its benchmark's: pFedMe's -bt 0 would never move the global model)
@@ -103,6 +103,7 @@ SETTINGS = {
     "pFedMe": ("-bt 1 -lam 15 -K 5 -lrp 0.01", {"beta": 1.0, "lam": 15.0, "K": 5, "personal_lr": 0.01}),
     "PerAvg": ("", {"alpha": 0.005}),  # PFLlib: α = β = the learning rate (its clientperavg)
     "Ditto": ("-mu 0.1 -pls 1", {"lam": 0.1}),
+    "FedProx": ("-mu 0.01", {"mu": 0.01}),
     "FedAMP": ("-alk 1 -lam 1 -sg 1", {"alpha_k": 1.0, "lam": 1.0, "sigma": 1.0}),
 }
 

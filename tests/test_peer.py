@@ -135,7 +135,7 @@ def test_a_disagreeing_algorithm_whose_pfllib_curve_is_fedavgs_is_said_to_be():
     lines = peer_sentences(table, 2.0, notes={}, pfllib=runs)
     assert "they agree" in lines[0] and "FedAvg global model" not in lines[0]
     assert "they disagree" in lines[1] and "within 1.0 points of PFLlib's FedAvg global model" in lines[1]
-    assert "(ours: " in lines[1]  # our FedAvg beside it
+    assert "(our FedAvg: " in lines[1]  # our run of it beside
     assert list(peer_explanations(table)) == ["FedAvg"]  # only an agreeing method explains a weak baseline
     local = pd.concat(
         [runs.replace({"FedAvg": "Local"}), runs.replace({"pFedMe": "FedAMP"}).query("algorithm == 'FedAMP'")]

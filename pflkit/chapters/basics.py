@@ -417,7 +417,7 @@ def peer_sentences(table: pd.DataFrame, tolerance: float, notes: dict[str, str] 
     from ..methods import display_name
 
     curves = {} if pfllib is None else {a: g.set_index("round").accuracy for a, g in pfllib.groupby("algorithm")}
-    ours = dict(zip(table.algorithm, table.kit))
+    ours, methods = dict(zip(table.algorithm, table.kit)), dict(zip(table.algorithm, table.method))
     lines = []
     for r in table.itertuples():
         name = display_name(r.method)
@@ -436,7 +436,7 @@ def peer_sentences(table: pd.DataFrame, tolerance: float, notes: dict[str, str] 
                 head += (f"; PFLlib's {name} stays within {gap.max():.1f} points of PFLlib's {what} at every one of "
                          f"its {len(gap)} evaluations")  # fmt: skip
                 if ref in ours and ours[ref] == ours[ref]:  # our run of the reference, where the check has one
-                    head += f" (ours: {ours[ref]:.1f} %)"
+                    head += f" (our {display_name(methods[ref])}: {ours[ref]:.1f} %)"
                 break
         lines.append(f"* {head}." + (f" In PFLlib's code: {note}." if note else ""))
     return lines
