@@ -412,6 +412,16 @@ def dash_for_missing() -> None:
     ip.display_formatter.formatters["text/html"].for_type(pd.DataFrame, lambda df: missing_as_dash(df._repr_html_()))
 
 
+def flat_html(table) -> str:
+    """``table`` as notebook HTML with one header row: a named index (or several) shown as the first
+    columns under their names, an unnamed one under a blank header, a default 0..n−1 index not at all."""
+    import pandas as pd
+
+    if not (isinstance(table.index, pd.RangeIndex) and table.index.name is None):
+        table = table.reset_index().rename(columns={"index": " "})
+    return table.to_html(index=False, notebook=True)
+
+
 class Folded:
     """A table shown folded under a one-line title (an HTML ``<details>``): the full grid of a pilot,
     a wide table, anything the reader may open but need not read.  Missing values read "—"."""
@@ -422,7 +432,9 @@ class Folded:
     def _repr_html_(self) -> str:
         import html
 
-        return f"<details><summary>{html.escape(self.title)}</summary>{missing_as_dash(self.table._repr_html_())}</details>"
+        return (
+            f"<details><summary>{html.escape(self.title)}</summary>{missing_as_dash(flat_html(self.table))}</details>"
+        )
 
 
 def folded(table, title: str) -> Folded:
@@ -438,7 +450,7 @@ class Fitted(Folded):
         self.columns = list(columns)
 
     def _repr_html_(self) -> str:
-        return missing_as_dash(self.table[self.columns]._repr_html_()) + super()._repr_html_()
+        return missing_as_dash(flat_html(self.table[self.columns])) + super()._repr_html_()
 
 
 def fit(table, columns, title: str = "Every column") -> Fitted:

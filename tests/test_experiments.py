@@ -730,3 +730,16 @@ def test_rates_are_searched_one_axis_at_a_time_and_each_setting_shown_once(tmp_p
     assert (table.chosen == "yes").sum() == 2 and not table.duplicated(
         ["method", "learning rate", "personal rate"]
     ).any()
+
+
+def test_a_shown_table_has_one_header_row_and_no_index_column():
+    import pandas as pd
+
+    from pflkit.pages import fit, flat_html
+
+    named = pd.DataFrame({"a": [1, 2], "b": [None, 3.5]}, index=pd.Index(["x", "y"], name="algorithm"))
+    html = fit(named, ["a"])._repr_html_()
+    shown = html.split("<details>")[0]
+    assert shown.count("<tr") == 3 and "<th>algorithm</th>" in shown and "<th></th>" not in shown  # header + 2 rows
+    assert "—" in html.split("<details>")[1]  # a missing value reads "—"
+    assert "<td>0</td>" not in flat_html(pd.DataFrame({"a": [5]}))  # a default index is not shown
