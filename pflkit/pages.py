@@ -417,8 +417,10 @@ def flat_html(table) -> str:
     columns under their names, an unnamed one under a blank header, a default 0..n−1 index not at all."""
     import pandas as pd
 
+    if not isinstance(table, pd.DataFrame):  # a Styler (a page table, its index already hidden)
+        return table._repr_html_()
     if not (isinstance(table.index, pd.RangeIndex) and table.index.name is None):
-        table = table.reset_index().rename(columns={"index": " "})
+        table = table.reset_index(allow_duplicates=True).rename(columns={"index": " "})
     return table.to_html(index=False, notebook=True)
 
 

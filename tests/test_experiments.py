@@ -743,3 +743,7 @@ def test_a_shown_table_has_one_header_row_and_no_index_column():
     assert shown.count("<tr") == 3 and "<th>algorithm</th>" in shown and "<th></th>" not in shown  # header + 2 rows
     assert "—" in html.split("<details>")[1]  # a missing value reads "—"
     assert "<td>0</td>" not in flat_html(pd.DataFrame({"a": [5]}))  # a default index is not shown
+    clash = pd.DataFrame({"setting": ["x"]}, index=pd.Index(["y"], name="setting"))  # the index's name is a column's
+    assert flat_html(clash).count("<th>setting</th>") == 2
+    styled = named.style.hide(axis="index")
+    assert flat_html(styled) == styled._repr_html_()  # a page table as it is
