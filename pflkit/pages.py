@@ -420,7 +420,8 @@ def flat_html(table) -> str:
     if not isinstance(table, pd.DataFrame):  # a Styler (a page table, its index already hidden)
         return table._repr_html_()
     if not (isinstance(table.index, pd.RangeIndex) and table.index.name is None):
-        table = table.reset_index(allow_duplicates=True).rename(columns={"index": " "})
+        blank = [" " if name is None else name for name in table.index.names]  # an unnamed level: a blank header
+        table = table.set_axis(table.index.set_names(blank)).reset_index(allow_duplicates=True)
     return table.to_html(index=False, notebook=True)
 
 

@@ -745,5 +745,7 @@ def test_a_shown_table_has_one_header_row_and_no_index_column():
     assert "<td>0</td>" not in flat_html(pd.DataFrame({"a": [5]}))  # a default index is not shown
     clash = pd.DataFrame({"setting": ["x"]}, index=pd.Index(["y"], name="setting"))  # the index's name is a column's
     assert flat_html(clash).count("<th>setting</th>") == 2
+    levels = pd.DataFrame({"v": [1.0]}, index=pd.MultiIndex.from_tuples([("Table 1", "a")], names=[None, "claim"]))
+    assert "level_0" not in flat_html(levels) and "<th>claim</th>" in flat_html(levels)
     styled = named.style.hide(axis="index")
     assert flat_html(styled) == styled._repr_html_()  # a page table as it is
