@@ -1086,5 +1086,7 @@ def test_the_tuned_baselines_are_shown_beside_the_tables_arms_with_what_one_seed
     shown = ch.tuned_shown(pilot, beside, 0)
     assert shown[0].data["learning rate"].iloc[0] == "0.005"  # a rate as written, not rounded away
     text = shown[2].data
-    assert "the tuned pFedMe 84.5 % (our tables': 48.3 %)" in text and "as Algorithm 1 has it, 87.6 %" in text
+    assert "the tuned pFedMe 84.5 % (our tables: 48.3 %)" in text and "as Algorithm 1 has it, 87.6 %" in text
     assert "the hypernetwork 86.9 %" in text and "LG-FedAvg (M), 81.5 %" in text
+    alone = ch.tuned_shown(pilot, beside[~beside.setting.str.startswith("our")], 0)[2].data  # smoke: no such arms
+    assert "the tuned pFedMe 84.5 %;" in alone and "best of our tables" not in alone

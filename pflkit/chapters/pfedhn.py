@@ -911,18 +911,18 @@ def tuned_shown(pilot, beside: pd.DataFrame, seed: int) -> list:
     def acc(method: str, setting: str) -> pd.Series:
         return b[(b.method == method) & b.setting.str.startswith(setting)]["test accuracy (%)"]
 
-    tuned = [
-        f"{m} {acc(m, 'tuned:').iloc[0]:.1f} % (our tables': {acc(m, 'our tables').iloc[0]:.1f} %)" for m in pilot.rate
-    ]
-    fresh = acc("pFedMe", "tuned, every")
+    def pct(values: pd.Series, before: str = " ", after: str = "") -> str:  # "" where our tables lack the arm
+        return f"{before}{values.iloc[0]:.1f} %{after}" if len(values) else ""
+
+    tuned = [f"{m}{pct(acc(m, 'tuned:'))}{pct(acc(m, 'our tables'), ' (our tables: ', ')')}" for m in pilot.rate]
     others = b[(b.setting == "our tables'") & ~b.method.isin(list(pilot.rate))]
-    best = others.loc[others["test accuracy (%)"].idxmax()]
+    best = others.loc[others["test accuracy (%)"].idxmax()] if len(others) else None
     text = (f"On seed {seed} at size {width} (test accuracy at each run's end): the tuned " + " and the tuned ".join(tuned)
-            + (f"; pFedMe with every client's θ̃ from the current model, as Algorithm 1 has it, {fresh.iloc[0]:.1f} %" if len(fresh) else "")
-            + f"; the hypernetwork {hn['test accuracy (%)']:.1f} %, and the best of our tables' other baselines, {best.arm}, "
-            f"{best['test accuracy (%)']:.1f} %. One seed makes no claim; it does say that Table 2's comparisons rest on an "
-            "untuned pFedMe and Per-FedAvg, which is why they carry the weak-baseline flag until the tables are re-run at the "
-            "tuned values.")  # fmt: skip
+            + pct(acc("pFedMe", "tuned, every"), "; pFedMe with every client's θ̃ from the current model, as Algorithm 1 has it, ")
+            + f"; the hypernetwork {hn['test accuracy (%)']:.1f} %"
+            + (f", and the best of our tables' other baselines, {best.arm}, {best['test accuracy (%)']:.1f} %" if best is not None else "")
+            + ". One seed makes no claim; it does say that Table 2's comparisons rest on an untuned pFedMe and Per-FedAvg, "
+            "which is why they carry the weak-baseline flag until the tables are re-run at the tuned values.")  # fmt: skip
     return [page_table(grid), page_table(beside), Markdown(text)]
 
 
