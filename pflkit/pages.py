@@ -422,7 +422,7 @@ def flat_html(table) -> str:
     if not (isinstance(table.index, pd.RangeIndex) and table.index.name is None):
         blank = [" " if name is None else name for name in table.index.names]  # an unnamed level: a blank header
         table = table.set_axis(table.index.set_names(blank)).reset_index(allow_duplicates=True)
-    return table.to_html(index=False, notebook=True)
+    return table.to_html(index=False, notebook=True, justify="left")
 
 
 class Folded:
