@@ -35,6 +35,7 @@ from pflkit.chapters.ktpfl import (
     figure5_plot,
     figure5_sentence,
     figure5_table,
+    half_updates_why,
     kt_probe,
     label_similarity,
     last_c,
@@ -939,3 +940,18 @@ def test_the_paper_profiles_models_take_each_paper_datasets_images(monkeypatch):
     monkeypatch.setenv("PFLBOOK_DRY", "1")
     assert parameters("ktpfl", "paper")["ARCHS"] == parameters("ktpfl", "smoke")["ARCHS"]  # the dry run's
     assert parameters("ktpfl", "paper")["HOMOG_MODEL"] == parameters("ktpfl", "smoke")["HOMOG_MODEL"]  # its Table 2's
+
+
+def test_per_fedavgs_weak_mark_is_read_at_equal_model_updates():
+    from pflkit.sweeps import SweepResult
+
+    def rec(curve):  # accuracy (%) at rounds 2, 4, ..., 20
+        hist = [{"round": 2 * (i + 1), "mean_acc": v / 100} for i, v in enumerate(curve)]
+        return {"history": hist, "final": hist[-1]}
+
+    fedavg = [10 * i for i in range(1, 11)]  # 10 % ... 100 %: 50 % at round 10, half its 20 rounds
+    records = {("FedAvg", s): rec(fedavg) for s in (0, 1)} | {("Per-FedAvg", s): rec([70.0] * 10) for s in (0, 1)}
+    why = half_updates_why(SweepResult(records, ["FedAvg", "Per-FedAvg"], [0, 1, 2]), 20)
+    assert "round 10 of 20" in why["Per-FedAvg"] and "70.0 % against FedAvg's 50.0 %" in why["Per-FedAvg"]
+    assert "2 seeds" in why["Per-FedAvg"]  # seed 2 ran neither arm
+    assert half_updates_why(SweepResult({}, ["FedAvg"], [0]), 20) == {}
