@@ -54,6 +54,7 @@ from .tuning import (
     tune,
     tune_axis,
     tune_rates,
+    with_tuned,
 )
 from .verdicts import (
     CEILING,
@@ -164,6 +165,7 @@ __all__ = [
     "tune",
     "tune_axis",
     "tune_rates",
+    "with_tuned",
     "Tuning",
     "verdict",
     "Verdict",

@@ -374,6 +374,19 @@ def still_improving(gain: float | None) -> bool | None:
 FINAL_METRICS = ("mean_acc", "pooled_acc", "macro_f1", "micro_f1")
 
 
+WORST_SHARE = 0.1  # the share of clients whose accuracy the tables show beside the mean (the worst 10 %)
+
+
+def worst_clients(per_client_acc, share: float = WORST_SHARE) -> float:
+    """Mean test accuracy (%) of the worst ``share`` of the clients (⌈share · n⌉ of them, at least one):
+    how the clients a mean hides fare.  NaN without clients."""
+    acc = sorted(a for a in per_client_acc or [] if a == a)
+    if not acc:
+        return float("nan")
+    k = max(1, math.ceil(share * len(acc) - 1e-9))
+    return 100 * sum(acc[:k]) / k
+
+
 class SweepResult:
     """The records of a sweep, by (arm, seed), and the tables and comparisons built on them.
 
@@ -425,6 +438,7 @@ class SweepResult:
             row["diverged"] = False
             row |= {m: 100 * r["final"][m] for m in FINAL_METRICS}
             row |= {f"val_{m}": 100 * last[f"val_{m}"] for m in FINAL_METRICS if f"val_{m}" in last}
+            row["worst10_acc"] = worst_clients(r["final"].get("per_client_acc", []))
             row["best_val_round"] = r["best_by_val"]["round"]
             row["mean_acc@best_val"] = 100 * r["best_by_val"]["mean_acc"]
             row["pooled_acc@best_val"] = 100 * r["best_by_val"]["pooled_acc"]

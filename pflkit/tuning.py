@@ -197,6 +197,10 @@ class Rates:
     def config(self, label: str) -> RunConfig:
         return self.second[label].config(label)
 
+    def settings(self) -> dict[str, dict]:
+        """Per method the pilot tuned, the values chosen: ``{"lr": …, "options": {…}}`` (:func:`with_tuned`)."""
+        return {cfg.method: {"lr": cfg.lr, "options": dict(cfg.options)} for cfg in map(self.config, self.rate)}
+
     def table(self) -> pd.DataFrame:
         """Every setting the pilot ran, once, per label: learning rate, personal rate, the validation
         metric (mean ± 95 % CI over seeds) and whether it is the one chosen."""
@@ -230,6 +234,15 @@ def tune_rates(
         chosen = {label: first[label].config(label)}
         second[label] = tune_axis(chosen, "lr", lrs, seeds, store, extend=extend, **sweep_kw)
     return Rates(first, second, option)
+
+
+def with_tuned(cfg: RunConfig, settings: dict | None) -> RunConfig:
+    """``cfg`` at its method's tuned learning rate and options (``settings``: :meth:`Rates.settings`);
+    ``cfg`` itself where its method was not tuned."""
+    if not settings or cfg.method not in settings:
+        return cfg
+    chosen = settings[cfg.method]
+    return dataclasses.replace(cfg, lr=chosen["lr"], options={**cfg.options, **chosen["options"]})
 
 
 def _axis(cfg: RunConfig, axis: str, values) -> dict:

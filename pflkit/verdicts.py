@@ -833,6 +833,9 @@ def tally(data: pd.DataFrame) -> dict:
             "open_share": open_ / len(data) if len(data) else 0.0}  # fmt: skip
 
 
+WORST_COLUMN = "worst 10 % of clients"  # paper_vs_ours's column beside the mean client accuracy
+
+
 def paper_vs_ours(
     result: SweepResult, paper: dict[str, float] | pd.Series, metric: str = "mean_acc", label: str = "paper"
 ) -> pd.DataFrame:
@@ -840,7 +843,8 @@ def paper_vs_ours(
     (mean ± 95 % CI over seeds, the seeds, whether still improving).  Where the arms ran different
     seeds (a claim's arms to its plan), an arm's cell says its seeds when they are more than the
     fewest, and a column gives every arm's mean on the seeds all of them ran: means a reader sets side
-    by side are then on the same seeds, as a paired claim's are."""
+    by side are then on the same seeds, as a paired claim's are.  Beside the mean client accuracy, the mean
+    over seeds of the worst 10 % of the clients' accuracy (:func:`pflkit.sweeps.worst_clients`)."""
     paper = dict(paper)
     seeds = {arm: set(result.values(arm, metric).dropna().index) for arm in result.arms}
     fewest = min((len(v) for v in seeds.values()), default=0)
@@ -854,5 +858,7 @@ def paper_vs_ours(
             on_common = interval(vals[vals.index.isin(common)])[0]
             cell += f" ({seeds_text(len(seeds[arm]))}; {on_common:.1f} on the {len(common)} all arms ran)"
         row = {"arm": arm, label: paper.get(arm, np.nan), f"ours {metric}": cell, "seeds": len(vals)}
+        if metric == "mean_acc":  # how the clients the mean hides fare
+            row[WORST_COLUMN] = round(float(result.values(arm, "worst10_acc").mean()), 1)
         rows.append(row | {"still improving": {True: "yes", False: "no", None: "not measured"}[result.improving(arm)]})
     return pd.DataFrame(rows).set_index("arm")

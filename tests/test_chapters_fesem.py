@@ -740,7 +740,7 @@ def test_leaf_arms_run_the_paper_s_tables_on_every_user_at_the_paper_s_setting()
 def test_leaf_table_sets_ours_beside_the_paper_s_table_of_the_same_dataset():
     paper = paper_results("fesem")
     values = {(a, m): {0: v, 1: v + 2.0} for a, v in (("FeSEM(2)", 80.0), ("Local", 70.0))
-              for m in ("pooled_acc", "mean_acc", "micro_f1", "macro_f1")}  # fmt: skip
+              for m in ("pooled_acc", "mean_acc", "micro_f1", "macro_f1", "worst10_acc")}  # fmt: skip
     result = fake_result({(a, s): {} for a in ("FeSEM(2)", "Local") for s in (0, 1)}, values)
     for name, tab in LEAF_TABLE.items():
         t = leaf_table(result, paper, name)
@@ -798,7 +798,9 @@ def test_leaf_tables_run_every_leaf_dataset_and_say_where_they_run_when_none(mon
 
     def fake_sweep(arms, seeds, store):
         ran[next(iter(arms.values())).dataset] = arms
-        values = {(a, m): {0: 50.0} for a in arms for m in ("pooled_acc", "mean_acc", "micro_f1", "macro_f1")}
+        values = {
+            (a, m): {0: 50.0} for a in arms for m in ("pooled_acc", "mean_acc", "micro_f1", "macro_f1", "worst10_acc")
+        }
         return SimpleNamespace(**vars(fake_result({(a, 0): {} for a in arms}, values)), computed=len(arms), reused=0)
 
     monkeypatch.setattr(chapter, "sweep", fake_sweep)

@@ -732,6 +732,18 @@ def test_rates_are_searched_one_axis_at_a_time_and_each_setting_shown_once(tmp_p
     ).any()
 
 
+def test_a_tables_run_takes_the_tuned_values_of_its_method_only():
+    from pflkit.tuning import with_tuned
+
+    settings = {"pfedme": {"lr": 0.1, "options": {"K": 3, "personal_lr": 0.05}}}
+    pfedme = tiny_config(method="pfedme", lr=0.005, options={"K": 3, "lam": 15.0})
+    tuned = with_tuned(pfedme, settings)
+    assert (tuned.lr, tuned.options) == (0.1, {"K": 3, "lam": 15.0, "personal_lr": 0.05})  # its own options kept
+    assert dataclasses.replace(tuned, lr=0.005, options=pfedme.options) == pfedme  # nothing else changes
+    fedavg = tiny_config(method="fedavg", lr=0.005)
+    assert with_tuned(fedavg, settings) is fedavg and with_tuned(pfedme, None) is pfedme
+
+
 def test_a_shown_table_has_one_header_row_and_no_index_column():
     import pandas as pd
 
@@ -749,3 +761,13 @@ def test_a_shown_table_has_one_header_row_and_no_index_column():
     assert "level_0" not in flat_html(levels) and "<th>claim</th>" in flat_html(levels)
     styled = named.style.hide(axis="index")
     assert flat_html(styled) == styled._repr_html_()  # a page table as it is
+
+
+def test_the_worst_tenth_of_the_clients_is_the_mean_of_the_lowest_accuracies():
+    from pflkit.sweeps import worst_clients
+
+    accs = [0.9, 0.5, 0.8, 0.7, 0.95, 0.6, 0.85, 0.75, 0.65, 0.99, 0.3]  # 11 clients: ⌈1.1⌉ = 2 of them
+    assert worst_clients(accs) == pytest.approx(100 * (0.3 + 0.5) / 2)
+    assert worst_clients(accs[:10]) == pytest.approx(50.0)  # 10 clients: the worst one
+    assert worst_clients([0.8]) == pytest.approx(80.0) and worst_clients([]) != worst_clients([])  # NaN
+    assert worst_clients(accs, share=1.0) == pytest.approx(100 * sum(accs) / len(accs))
