@@ -1,4 +1,4 @@
-"""The FedMN chapter's probes and measurements (pflkit.chapters.fedmn)."""
+"""The FedMN chapter's probes and measurements, claims and page (pflkit.chapters.fedmn, fedmn_claims, fedmn_page)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,19 @@ import pandas as pd
 import pytest
 
 from pflkit.chapters.fedmn import (
-    arrangements_text,
     client_groups,
-    clipped_interval,
     common_seed_means,
     decision_ari,
     oracle_table,
     pi_spread,
-    plain_pilot,
     router_probe,
     router_trace,
     routing_probe,
     swap_gain,
     swap_partners,
 )
+from pflkit.chapters.fedmn_claims import clipped_interval
+from pflkit.chapters.fedmn_page import arrangements_text, plain_pilot
 from pflkit.engine import Federation, run
 from pflkit.errors import PflkitError
 from tests.conftest import tiny_config
@@ -132,7 +131,7 @@ def test_router_probe_adds_the_routers_input_every_routing_round_and_the_oracle_
 
 
 def test_grid_note_names_the_papers_values_and_those_above():
-    from pflkit.chapters.fedmn import grid_note
+    from pflkit.chapters.fedmn_page import grid_note
 
     paper = [1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2]
     assert grid_note(paper, paper) == "the paper's grid"
@@ -141,7 +140,7 @@ def test_grid_note_names_the_papers_values_and_those_above():
 
 
 def test_split_text_reads_clusters_sizes_and_the_papers_table():
-    from pflkit.chapters.fedmn import split_text
+    from pflkit.chapters.fedmn_page import split_text
 
     datasets = pd.DataFrame({"num_clients": [80.0], "num_samples": [60000.0]}, index=["CIFAR10"])
     text = split_text([[0, 1], [2]], ["T-shirt/top", "Trouser", "Bag"], [100, 300, 200],
@@ -152,7 +151,7 @@ def test_split_text_reads_clusters_sizes_and_the_papers_table():
 
 
 def test_router_lr_text_names_the_grown_values_and_the_ratio():
-    from pflkit.chapters.fedmn import router_lr_text
+    from pflkit.chapters.fedmn_page import router_lr_text
 
     text = router_lr_text([1.0, 0.01, 0.1, 10.0], [0.01, 0.1, 1.0], 10.0, True, 0.05)
     assert text.startswith("The router's step size was tried at 0.01, 0.1, 1 and 10 (the edge rule added 10)")
@@ -172,14 +171,14 @@ def test_with_paper_adds_a_column_per_dataset_under_the_papers_names():
 
 
 def test_best_round_text_names_the_seeds_in_pretraining():
-    from pflkit.chapters.fedmn import best_round_text
+    from pflkit.chapters.fedmn_page import best_round_text
 
     assert best_round_text({0: 60, 1: 54}, 12).endswith("seed 0 round 60, seed 1 round 54 (all in the routing rounds).")
     assert "on seed 1 it falls in the encoders' pretraining" in best_round_text({0: 60, 1: 12}, 12)
 
 
 def test_bytes_text_sets_fedmn_against_fedavg_fedem_and_no_routing():
-    from pflkit.chapters.fedmn import bytes_text
+    from pflkit.chapters.fedmn_page import bytes_text
 
     up = pd.Series({"FedMN": 300.0, "FedAvg": 100.0, "FedEM": 150.0, "flat": 250.0})
     text = bytes_text(up, 1.0, 1000, 48, 20, "flat")
@@ -190,7 +189,7 @@ def test_bytes_text_sets_fedmn_against_fedavg_fedem_and_no_routing():
 
 
 def test_sizes_text_orders_the_arms_and_says_who_ran_more_seeds():
-    from pflkit.chapters.fedmn import sizes_text
+    from pflkit.chapters.fedmn_page import sizes_text
 
     means = pd.Series({"FedEM": 89.2, "FedMN": 87.0})
     text = sizes_text(means, [0, 1, 2], ["FedEM"], 5, 1000, 3, 200)
@@ -200,7 +199,8 @@ def test_sizes_text_orders_the_arms_and_says_who_ran_more_seeds():
 
 
 def test_routing_row_and_text_read_the_probe():
-    from pflkit.chapters.fedmn import routing_row, routing_text
+    from pflkit.chapters.fedmn import routing_row
+    from pflkit.chapters.fedmn_page import routing_text
 
     probe = {"paths": [[0.9, 0.1], [0.8, 0.2], [0.1, 0.9], [0.2, 0.8]], "active": [[1, 1], [1, 1], [1, 0], [1, 0]],
              "pi": [[0.5, 0.4], [0.5, 0.4], [0.5, 0.6], [0.5, 0.6]]}  # fmt: skip
@@ -228,7 +228,7 @@ def test_step_table_averages_per_way_of_stepping_and_formats():
 
 
 def test_change_row_router_text_and_with_mean():
-    from pflkit.chapters.fedmn import change_row, router_text, with_mean
+    from pflkit.chapters.fedmn_page import change_row, router_text, with_mean
 
     idx = pd.MultiIndex.from_tuples([("A", 0), ("A", 1), ("B", 0)], names=["arm", "seed"])
     first = pd.DataFrame({"gap": [0.5, 0.6, 0.5], "label_share": [0.2] * 3, "g_sd": [1.0, 1.0, 1.0]}, index=idx)
@@ -254,7 +254,7 @@ def test_f2_diffs_pair_each_claims_arms_on_their_common_seeds():
 
 
 def test_f2_text_and_sent_whole_text():
-    from pflkit.chapters.fedmn import f2_text, sent_whole_text
+    from pflkit.chapters.fedmn_page import f2_text, sent_whole_text
 
     acc = pd.Series({"FedMN [1×4×3]": 80.0, "flat": 79.5, "avg": 70.0})
     par = pd.Series({"FedMN [1×4×3]": 10.0, "flat": 9.0, "avg": 12.0})
@@ -265,7 +265,7 @@ def test_f2_text_and_sent_whole_text():
 
 
 def test_frozen_and_shared_blocks_texts():
-    from pflkit.chapters.fedmn import frozen_text, shared_blocks_text
+    from pflkit.chapters.fedmn_page import frozen_text, shared_blocks_text
 
     assert "training lowers it" in frozen_text(0.4, 0.6, 0.002, 0.001)
     assert frozen_text(0.4, 0.6, 0.002, 0.001).endswith("too small to change a decision.")
@@ -278,7 +278,7 @@ def test_frozen_and_shared_blocks_texts():
 
 
 def test_lead_text_follows_the_mechanism():
-    from pflkit.chapters.fedmn import lead_text
+    from pflkit.chapters.fedmn_page import lead_text
 
     m = {"inert": True, "swap": 0.0, "swap_ours": "+0.0", "g_sd": 0.0026, "in_use": 1.0, "gap": (0.33, 0.04),
          "gain": 0.6, "bytes": 2.5, "f2": 17.5, "f2_flat": 16.9}  # fmt: skip
@@ -300,7 +300,7 @@ def test_lead_text_follows_the_mechanism():
 
 
 def test_paper_and_own_split_the_claims_table():
-    from pflkit.chapters.fedmn import paper_and_own
+    from pflkit.chapters.fedmn_page import paper_and_own
     from pflkit.verdicts import is_own
 
     rows = [{"claim": "Table II: FedMN beats FedEM"}, {"claim": "ours: routing beats every path on"}]
@@ -343,7 +343,7 @@ def test_routing_table_and_ari_table_read_each_seeds_last_probe():
 
 
 def test_router_changes_put_the_tuned_arm_first():
-    from pflkit.chapters.fedmn import router_changes, router_text
+    from pflkit.chapters.fedmn_page import router_changes, router_text
 
     def probe(gap, sd, last=False):
         p = {"gap": gap, "label_share": 0.2, "g_sd": sd}
@@ -413,7 +413,7 @@ class _Compared:
 
 
 def test_table2_claims_put_the_mechanism_first_and_the_papers_margins_beside():
-    from pflkit.chapters.fedmn import table2_claims
+    from pflkit.chapters.fedmn_claims import table2_claims
 
     diffs = {("FedMN", "flat"): [0.1, -0.2, 0.3], ("FedMN", "FedEM"): [-2.0, -3.0, -2.5],
              ("FedEM", "FedAvg + FT"): [2.0, 3.0, 2.5], ("FedAvg + FT", "FedAvg"): [1.0, 1.5, 1.2]}  # fmt: skip
@@ -428,7 +428,7 @@ def test_table2_claims_put_the_mechanism_first_and_the_papers_margins_beside():
 
 
 def test_concept_claims_end_with_the_mechanism_and_the_ari():
-    from pflkit.chapters.fedmn import concept_claims
+    from pflkit.chapters.fedmn_claims import concept_claims
 
     diffs = {("FedMN", b): [-40.0, -41.0, -42.0] for b in ("FedEM", "FedAvg", "Local", "flat")}
     rows = concept_claims(_Compared(diffs), [0.0, 0.0, 0.0], [0.9, 0.8, 1.0], flat="flat")
@@ -438,7 +438,7 @@ def test_concept_claims_end_with_the_mechanism_and_the_ari():
 
 
 def test_fig2_claims_one_per_block_count_then_routing_and_bytes():
-    from pflkit.chapters.fedmn import fig2_claims
+    from pflkit.chapters.fedmn_claims import fig2_claims
 
     diffs = {"8 blocks": pd.Series([9.0, 10.0, 11.0]), "9 blocks": pd.Series([-0.1, 0.1, 0.0]),
              "routing": pd.Series([0.5, 0.6, 0.7])}  # fmt: skip
@@ -454,7 +454,8 @@ def test_fig2_claims_one_per_block_count_then_routing_and_bytes():
 
 
 def test_routing_claims_note_the_spread_and_the_inert_mechanism():
-    from pflkit.chapters.fedmn import routing_claims, step_row, step_table
+    from pflkit.chapters.fedmn import step_row, step_table
+    from pflkit.chapters.fedmn_claims import routing_claims
     from pflkit.experiments import mechanism, verdict
 
     mech = mechanism("swap", verdict([0.0, 0.0, 0.0], resolution=1.0), control="another client's decision")
@@ -468,7 +469,7 @@ def test_routing_claims_note_the_spread_and_the_inert_mechanism():
 
 
 def test_oracle_and_departure_claims():
-    from pflkit.chapters.fedmn import departure_claims, oracle_claims
+    from pflkit.chapters.fedmn_claims import departure_claims, oracle_claims
     from pflkit.experiments import mechanism, verdict
 
     oracle = pd.DataFrame({"own cluster's": [80.0, 81.0, 82.0], "partner cluster's": [77.0, 78.0, 78.5],
@@ -490,7 +491,7 @@ def test_oracle_and_departure_claims():
 
 
 def test_setup_rows_state_the_parameters_beside_the_paper():
-    from pflkit.chapters.fedmn import setup_rows
+    from pflkit.chapters.fedmn_page import setup_rows
 
     v = {"TRAIN_IMAGES": 12000, "TEST_IMAGES": 4000, "LABEL_CLUSTERS": 3, "ALPHA": 0.4, "CLIENTS": 20, "ARCH": "3,3,3",
          "HIDDEN": 256, "ROUNDS": 60, "MOMENTUM": 0.9, "PRETRAIN_FRACTION": 0.2, "PILOT_ROUNDS": 20, "SEEDS": [0, 1, 2]}  # fmt: skip
@@ -551,7 +552,7 @@ def test_federations_build_each_seed_once(monkeypatch):
 
 
 def test_claim_bullets_and_counts_text():
-    from pflkit.chapters.fedmn import claim_bullets, counts_text
+    from pflkit.chapters.fedmn_page import claim_bullets, counts_text
 
     ours = {"ours (a − b, 95 % CI)": "+2.0 [+1.0, +3.0]"}
     rows = [{"claim": "A beats B", "verdict": "reproduces", "budget": "", **ours},
@@ -576,7 +577,8 @@ def test_table2_seeds_plan_every_claim_and_cap_the_seeds_run():
 
 
 def test_table2_table_shown_and_notes():
-    from pflkit.chapters.fedmn import ACC, table2_notes, table2_shown, table2_table
+    from pflkit.chapters.fedmn import ACC, table2_table
+    from pflkit.chapters.fedmn_page import table2_notes, table2_shown
 
     active = {"active": [[1, 0], [1, 1]], "swap": [[0.8, 0.8]] * 2}
     accs = {
@@ -606,7 +608,8 @@ def test_table2_table_shown_and_notes():
 
 
 def test_fig2_names_arms_diffs_plan_and_means():
-    from pflkit.chapters.fedmn import f2_run_diffs, fig2_arms, fig2_means, fig2_names, fig2_plan
+    from pflkit.chapters.fedmn import f2_run_diffs, fig2_arms, fig2_names, fig2_plan
+    from pflkit.chapters.fedmn_page import fig2_means
 
     archs = {8: ["1,4,3", "1,3,4"], 9: ["1,4,4"]}
     fedavg, fedmn, mn_of, flat, routing, claim_arms = fig2_names(archs)
@@ -638,7 +641,7 @@ def test_fig2_names_arms_diffs_plan_and_means():
 
 
 def test_oracle_shown_reads_the_switch_and_the_oracles_claims():
-    from pflkit.chapters.fedmn import oracle_shown
+    from pflkit.chapters.fedmn_page import oracle_shown
 
     first = pd.DataFrame({"round": [12, 12], "gap": [0.6, 0.5], "label_share": [0.2, 0.2], "g_sd": [2.0, 1.0]},
                          index=pd.MultiIndex.from_tuples([("A", 0), ("B", 0)], names=["arm", "seed"]))  # fmt: skip
@@ -662,7 +665,7 @@ def _texts(fig) -> set[str]:
 
 
 def test_draw_functions_return_figures_with_their_panels_and_labels():
-    from pflkit.chapters import fedmn as ch
+    from pflkit.chapters import fedmn_page as ch
     from pflkit.plots import MIN_TEXT_PX, shown_text_px
 
     history = pd.DataFrame({"arm": ["FedMN", "FedMN", "FedEM", "FedEM", "Local", "Local", "flat", "flat"],
@@ -772,7 +775,8 @@ def test_dataset_configs_leave_the_books_run_unchanged_and_give_each_dataset_its
 
 
 def test_claims_of_a_later_dataset_are_named_by_it_and_the_paper_column_is_its_own():
-    from pflkit.chapters.fedmn import on_dataset, pub_for
+    from pflkit.chapters.fedmn import pub_for
+    from pflkit.chapters.fedmn_claims import on_dataset
 
     rows = [{"claim": "Table II: FedMN beats X", "v": 1}, {"claim": "ours: routing beats Y"}, {"claim": "other"}]
     named = on_dataset(rows, "cifar100")
@@ -788,7 +792,7 @@ def test_claims_of_a_later_dataset_are_named_by_it_and_the_paper_column_is_its_o
 
 
 def test_table2_claims_on_pass_each_dataset_its_column_and_name_the_later_ones(monkeypatch):
-    import pflkit.chapters.fedmn as ch
+    import pflkit.chapters.fedmn_claims as ch
 
     seen = []
 
@@ -815,7 +819,8 @@ def test_a_natural_split_makes_every_writer_its_own_group():
 
 
 def test_table2_heading_and_shown_per_dataset():
-    from pflkit.chapters.fedmn import ACC, config_factory, table2_heading, table2_shown
+    from pflkit.chapters.fedmn import ACC, config_factory
+    from pflkit.chapters.fedmn_page import table2_heading, table2_shown
 
     config = config_factory({"fedmn": {"arch": "2,2,2"}}, rounds=5, evals=1, dataset="cifar10", clients=80,
                             label_clusters=3, alpha=0.4, model="mobilenet_v2")  # fmt: skip
@@ -906,7 +911,7 @@ def test_diverged_everywhere_names_the_labels_whose_every_rate_diverged(monkeypa
 
 
 def test_the_setup_card_names_every_dataset_at_the_paper_profile(monkeypatch):
-    from pflkit.chapters.fedmn import setup_rows
+    from pflkit.chapters.fedmn_page import setup_rows
     from pflkit.paper import parameters
 
     monkeypatch.delenv("PFLBOOK_DRY", raising=False)

@@ -1,4 +1,4 @@
-"""The FeSEM chapter's probes and measurements (pflkit.chapters.fesem)."""
+"""The FeSEM chapter's probes and measurements, and its page (pflkit.chapters.fesem, fesem_page)."""
 
 from __future__ import annotations
 
@@ -13,85 +13,87 @@ import torch
 
 from pflkit.chapters.fesem import (
     AVG_HS,
-    HUMAN,
     LEAF_TABLE,
-    MAIN_COLUMNS,
     ari_at,
     arm_labels,
     authors_acc,
-    budget_line,
-    cfl_line,
     chapter_arms,
-    chapter_cost,
-    claim_lines,
-    client_images,
     cluster_claims,
-    cluster_notes,
-    cluster_rows,
     cluster_trace,
-    collapse_check,
-    collapse_figure,
-    composition_notes,
-    cost_line,
     estimate_s,
-    federation_summary,
     federations,
     fesem_best_count,
     fesem_config,
     fesem_probe,
-    figure3,
-    figure4,
     final_ari,
-    full_tables,
-    group_rows,
-    groups_figure,
     head_start_claims,
     head_start_comparisons,
-    head_start_grid,
-    head_start_notes,
     initial_ari,
     k_claim,
     k_margins,
     k_seed_plan,
     label_mix_ari,
-    label_skew,
     last_mean,
-    leads,
     leaf_arms,
     leaf_steps,
     leaf_table,
-    leaf_tables,
     margin_at,
     margin_probe,
     method_configs,
     paper_cost,
     paper_diff,
     paper_value,
-    per_seed,
-    pilot_notes,
-    pilot_report,
-    readable,
     readings_claims,
-    readings_notes,
     readings_table,
-    ring_layout,
-    scan_figure,
     scan_frame,
-    scan_notes,
     scan_seed,
-    scan_table,
     seed_plans,
-    setup_rows,
-    show_rows,
     side_by_side,
-    spread_ratio,
-    styled,
     table_claims,
-    table_notes,
     trace_of,
     true_groups,
     verdict_row,
     whole_groups,
+)
+from pflkit.chapters.fesem_page import (
+    HUMAN,
+    MAIN_COLUMNS,
+    budget_line,
+    cfl_line,
+    chapter_cost,
+    claim_lines,
+    client_images,
+    cluster_notes,
+    cluster_rows,
+    collapse_check,
+    collapse_figure,
+    composition_notes,
+    cost_line,
+    federation_summary,
+    figure3,
+    figure4,
+    full_tables,
+    group_rows,
+    groups_figure,
+    head_start_grid,
+    head_start_notes,
+    label_skew,
+    leads,
+    leaf_tables,
+    per_seed,
+    pilot_notes,
+    pilot_report,
+    readable,
+    readings_notes,
+    ring_layout,
+    scan_figure,
+    scan_notes,
+    scan_table,
+    setup_rows,
+    show_rows,
+    spread_ratio,
+    styled,
+    table_notes,
     why_lines,
 )
 from pflkit.engine import Federation, RunConfig, run
@@ -788,6 +790,7 @@ def test_paper_cost_counts_the_paper_profile_s_runs_and_steps(monkeypatch):
 
 def test_leaf_tables_run_every_leaf_dataset_and_say_where_they_run_when_none(monkeypatch):
     import pflkit.chapters.fesem as chapter
+    import pflkit.chapters.fesem_page as page
 
     paper, ran = paper_results("fesem"), {}
     methods = {"k_choices": [2, 3], "fesem_options": {"lam": 0.1}, "groups": 4, "baselines": ["local"],
@@ -803,8 +806,8 @@ def test_leaf_tables_run_every_leaf_dataset_and_say_where_they_run_when_none(mon
         }
         return SimpleNamespace(**vars(fake_result({(a, 0): {} for a in arms}, values)), computed=len(arms), reused=0)
 
-    monkeypatch.setattr(chapter, "sweep", fake_sweep)
-    monkeypatch.setattr(chapter, "leaf_users", lambda name: 24)
+    monkeypatch.setattr(page, "sweep", fake_sweep)  # leaf_tables runs the sweep
+    monkeypatch.setattr(chapter, "leaf_users", lambda name: 24)  # leaf_arms counts the users
     out = leaf_tables(["femnist", "celeba", "fashion-mnist"], RunConfig(rounds=9), leaf, [0], None, paper, methods, 3)
     assert [o.data.split("**")[1] for o in out[::2]] == [
         "The paper's Table 2 on femnist",
