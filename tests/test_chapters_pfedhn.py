@@ -1068,6 +1068,9 @@ def test_the_tuned_baselines_explain_their_weak_marks_with_the_pilots_numbers(tm
         shared = table.loc[(label, 0.005, 0.01), "val_mean_acc"]
         best = table.loc[(label, chosen.lr, chosen.options[ch.RATE[chosen.method]]), "val_mean_acc"]
         assert f"chooses {chosen.lr:g}" in why[label] and f"{best} % against {shared} %" in why[label]
+        arm, rate = ch._shared_rate(pilot, label)  # the run at the shared values, shown beside the tuned one
+        assert rate == 0.01 and pilot.first[label].grids[label][arm].lr == 0.005
+        assert pilot.settings()[chosen.method] == {"lr": chosen.lr, "options": chosen.options}
     fresh = ch.fresh_config(pilot)
     assert fresh.options["personal"] == "fresh" and dataclasses.replace(fresh, options={}) == dataclasses.replace(
         pilot.config("pFedMe"), options={}
@@ -1076,8 +1079,8 @@ def test_the_tuned_baselines_explain_their_weak_marks_with_the_pilots_numbers(tm
 
 def test_the_tuned_baselines_are_shown_beside_the_tables_arms_with_what_one_seed_says():
     rows = [("pFedHN (one HN, S/M/L), size M", "the authors'", 86.9), ("FedAvg (M)", "our tables'", 71.5),
-            ("pFedMe (M)", "our tables'", 48.3), ("LG-FedAvg (M)", "our tables'", 81.5),
-            ("pFedMe (M)", "tuned: lr=0.1, personal_lr=0.05", 84.5),
+            ("pFedMe (M)", "shared: lr=0.005, personal_lr=0.01", 48.3), ("LG-FedAvg (M)", "our tables'", 81.5),
+            ("pFedMe (M)", "tuned: lr=0.1, personal_lr=0.05 (our tables')", 84.5),
             ("pFedMe (M)", "tuned, every client's θ̃ from the current model", 87.6)]  # fmt: skip
     beside = pd.DataFrame([{"arm": a, "setting": s, "rounds": 100, "test accuracy (%)": v} for a, s, v in rows])
     grid = pd.DataFrame([{"method": "pFedMe", "learning rate": 0.005, "personal rate": 0.01, "val_mean_acc": "47.9",
@@ -1086,7 +1089,7 @@ def test_the_tuned_baselines_are_shown_beside_the_tables_arms_with_what_one_seed
     shown = ch.tuned_shown(pilot, beside, 0)
     assert shown[0].data["learning rate"].iloc[0] == "0.005"  # a rate as written, not rounded away
     text = shown[2].data
-    assert "the tuned pFedMe 84.5 % (our tables: 48.3 %)" in text and "as Algorithm 1 has it, 87.6 %" in text
+    assert "the tuned pFedMe 84.5 % (at the shared values: 48.3 %)" in text and "as Algorithm 1 has it, 87.6 %" in text
     assert "the hypernetwork 86.9 %" in text and "LG-FedAvg (M), 81.5 %" in text
     alone = ch.tuned_shown(pilot, beside[~beside.setting.str.startswith("our")], 0)[2].data  # smoke: no such arms
-    assert "the tuned pFedMe 84.5 %;" in alone and "best of our tables" not in alone
+    assert "the tuned pFedMe 84.5 % (at the shared values: 48.3 %);" in alone and "best of our tables" not in alone

@@ -25,6 +25,7 @@ from ..pages import folded
 from ..partitions import total_variation
 from ..plots import arm_palette, claims_plot  # importing it shows a notebook's figures with their text size
 from ..results import absent_rival, margin_text
+from ..tuning import with_tuned
 from ..verdicts import (
     PaperMargin,
     arm_seeds,
@@ -803,27 +804,28 @@ def table2h_rows(res, plan, *, hn, baselines, widths, groups, published, cap: in
 # ----------------------------------------------------------------------------- the notebook's configs and glue
 
 
-def table1_config(config, method, n, per_round=None, *, updates, local_steps, images, clip, options, evals):
+def table1_config(config, method, n, per_round=None, *, updates, local_steps, images, clip, options, evals, tuned=None):
     """Table 1's run of ``method`` on ``n`` clients (``config``: the chapter's :func:`run_config` with its
     defaults): ``updates`` client updates of ``local_steps`` steps, one client per round (= hypernetwork
     step) for pFedHN unless ``per_round``; ``images`` (train, test); the pFedHN clients clip each step's
     gradient at ``clip``; ``options`` for a method (e.g. ``{"pfedme": {"K": 3}}``); ``evals``
-    evaluations per run, evenly spaced."""
+    evaluations per run, evenly spaced; ``tuned``: the learning rate and options of the baselines App. B
+    tunes (:meth:`pflkit.tuning.Rates.settings`)."""
     cfg = config(
         method, clients=n, updates=updates, per_round=per_round, local_steps=local_steps,
         train_images=images[0], test_images=images[1],
         grad_clip=clip if method.startswith("pfedhn") else 0.0, options=options.get(method, {}),
     )  # fmt: skip
-    return dataclasses.replace(cfg, eval_every=max(1, cfg.rounds // evals))
+    return with_tuned(dataclasses.replace(cfg, eval_every=max(1, cfg.rounds // evals)), tuned)
 
 
 def table2_arms(config, *, methods, clients, updates, widths, hn, hn_options, images, test_images, options, name,
-                **split):  # fmt: skip
+                tuned=None, **split):  # fmt: skip
     """Table 2's arms on a split of ``clients`` clients (``split``: e.g. classes_per_client and
     train_images; default Table 1's): one hypernetwork ``hn`` over all the clients (``len(widths)``
     times ``updates``), and each baseline of ``methods`` once per size, on a federation of a third of
     the clients and a third of the ``images`` training and ``test_images`` test images (None: all of the
-    run's dataset)."""
+    run's dataset); ``tuned``: as :func:`table1_config`'s."""
     arms = {hn: config("pfedhn", clients=clients, updates=len(widths) * updates, options=hn_options, **split)}
     images = split.get("train_images", images)
     if images is None or test_images is None:  # all of the run's dataset
@@ -836,10 +838,10 @@ def table2_arms(config, *, methods, clients, updates, widths, hn, hn_options, im
         if m.startswith("pfedhn"):
             continue
         for w in widths:
-            arms[f"{name(m)} ({w})"] = config(
+            arms[f"{name(m)} ({w})"] = with_tuned(config(
                 m, clients=clients // len(widths), updates=updates, width=w, options=options.get(m, {}),
                 **(split | third),
-            )  # fmt: skip
+            ), tuned)  # fmt: skip
     return arms
 
 
@@ -853,21 +855,30 @@ def width_arms(arms: dict, width: str) -> dict:
     return {a.removesuffix(f" ({width})"): c for a, c in arms.items() if a.endswith(f" ({width})")}
 
 
+def _shared_rate(pilot, label: str) -> tuple[str, float] | None:
+    """The pilot's arm of ``label`` at the starting learning rate and the method's default personal rate
+    (the shared values our tables used before the pilot), and that rate; None where the grid lacks it."""
+    first, option = pilot.first[label], pilot.rate[label]
+    default = get_method(pilot.config(label).method).options[option][0]
+    hit = [a for a, c in first.grids[label].items() if c.options.get(option, default) == default]
+    return (hit[0], default) if hit else None
+
+
 def tuned_why(pilot, shared_lr: float, width: str, seed: int) -> dict[str, str]:
     """Per baseline the pilot tuned (:func:`pflkit.tuning.tune_rates`, on Table 2's headroom split at size
-    ``width``, on ``seed``), why our tables' runs of it are weak where it is marked so: they ran at the
-    chapter's shared learning rate and the method's default personal rate; the pilot says what validation
-    chooses and scores instead."""
+    ``width``, on ``seed``), why a table's run of it that is still untuned is weak where it is marked so:
+    it ran at the chapter's shared learning rate and the method's default personal rate; the pilot says what
+    validation chooses and scores instead."""
     table = pilot.table().set_index(["method", "learning rate", "personal rate"])
     why = {}
     for label, option in pilot.rate.items():
         chosen = pilot.config(label)
         default = get_method(chosen.method).options[option][0]
         ours, best = (table.loc[(label, lr, r), pilot.second[label].by] for lr, r in ((shared_lr, default), (chosen.lr, chosen.options[option])))  # fmt: skip
-        why[label] = (f"untuned: our tables run it at the shared learning rate {shared_lr:g} and personal rate {default:g}; "
+        why[label] = (f"untuned in this table: it runs at the shared learning rate {shared_lr:g} and personal rate {default:g}; "
                       f"Appendix B's grid on validation (Table 2's headroom split, size {width}, seed {seed}; laboratory "
-                      f"notes) chooses {chosen.lr:g} and {chosen.options[option]:g}: {best} % against {ours} %; "
-                      "the tables' re-run at those values is pending")  # fmt: skip
+                      f"notes) chooses {chosen.lr:g} and {chosen.options[option]:g}: {best} % against {ours} %, the values "
+                      "Table 2's headroom split runs; a pilot of this table's own is pending")  # fmt: skip
     return why
 
 
@@ -879,24 +890,38 @@ def fresh_config(pilot):
 
 
 def tuned_beside(pilot, res, seed: int, width: str, *, hn: str, groups, fresh=None) -> pd.DataFrame:
-    """The tuned baselines (the pilot's choices) beside Table 2's arms at one size and seed: each arm's
-    test accuracy (%) at its last round, and its rounds (a control, not a claim: one seed); ``fresh``: the
-    sweep of :func:`fresh_config`, shown below the tuned pFedMe."""
+    """The tuned baselines beside Table 2's other arms at one size and seed (``res``: Table 2's sweep, whose
+    tuned arms are the pilot's choices): each arm's test accuracy (%) at its last round, and its rounds (a
+    control, not a claim: one seed); each tuned baseline also at the shared values (the pilot's run at the
+    starting learning rate and default personal rate); ``fresh``: the sweep of :func:`fresh_config`, shown
+    below the tuned pFedMe."""
+
+    def row(arm, setting, rec):
+        return {
+            "arm": arm,
+            "setting": setting,
+            "rounds": rec["final"]["round"],
+            "test accuracy (%)": 100 * rec["final"]["mean_acc"],
+        }
+
     rows = [{"arm": f"{hn}, size {width}", "setting": "the authors'", "rounds": res[hn, seed]["final"]["round"],
              "test accuracy (%)": hn_size_acc(res, seed, width, hn=hn, groups=groups)}]  # fmt: skip
-    for arm in [a for a in res.arms if a.endswith(f" ({width})")]:
-        rec = res[arm, seed]
-        rows.append({"arm": arm, "setting": "our tables'", "rounds": rec["final"]["round"],
-                     "test accuracy (%)": 100 * rec["final"]["mean_acc"]})  # fmt: skip
+    tuned = {f"{label} ({width})" for label in pilot.rate}
+    rows += [
+        row(arm, "our tables'", res[arm, seed]) for arm in res.arms if arm.endswith(f" ({width})") and arm not in tuned
+    ]
     for label, t in pilot.second.items():
+        option = pilot.rate[label]
+        if shared := _shared_rate(pilot, label):
+            rec = pilot.first[label].result[shared[0], seed]
+            rows.append(row(f"{label} ({width})", f"shared: lr={rec['config']['lr']:g}, {option}={shared[1]:g}", rec))
         rec = t.result[t.chosen[label], seed]
-        rows.append({"arm": f"{label} ({width})", "setting": "tuned: " + t.chosen[label].split(" · ", 1)[1]
-                     + f", {pilot.rate[label]}={rec['config']['options'][pilot.rate[label]]:g}",
-                     "rounds": rec["final"]["round"], "test accuracy (%)": 100 * rec["final"]["mean_acc"]})  # fmt: skip
+        rows.append(row(f"{label} ({width})", "tuned: " + t.chosen[label].split(" · ", 1)[1]
+                        + f", {option}={rec['config']['options'][option]:g} (our tables')", rec))  # fmt: skip
         if label == "pFedMe" and fresh is not None:
-            rec = fresh["pFedMe", seed]
-            rows.append({"arm": f"{label} ({width})", "setting": "tuned, every client's θ̃ from the current model",
-                         "rounds": rec["final"]["round"], "test accuracy (%)": 100 * rec["final"]["mean_acc"]})  # fmt: skip
+            rows.append(
+                row(f"{label} ({width})", "tuned, every client's θ̃ from the current model", fresh["pFedMe", seed])
+            )
     return pd.DataFrame(rows)
 
 
@@ -911,18 +936,19 @@ def tuned_shown(pilot, beside: pd.DataFrame, seed: int) -> list:
     def acc(method: str, setting: str) -> pd.Series:
         return b[(b.method == method) & b.setting.str.startswith(setting)]["test accuracy (%)"]
 
-    def pct(values: pd.Series, before: str = " ", after: str = "") -> str:  # "" where our tables lack the arm
+    def pct(values: pd.Series, before: str = " ", after: str = "") -> str:  # "" where the pilot lacks the run
         return f"{before}{values.iloc[0]:.1f} %{after}" if len(values) else ""
 
-    tuned = [f"{m}{pct(acc(m, 'tuned:'))}{pct(acc(m, 'our tables'), ' (our tables: ', ')')}" for m in pilot.rate]
+    tuned = [f"{m}{pct(acc(m, 'tuned:'))}{pct(acc(m, 'shared'), ' (at the shared values: ', ')')}" for m in pilot.rate]
     others = b[(b.setting == "our tables'") & ~b.method.isin(list(pilot.rate))]
     best = others.loc[others["test accuracy (%)"].idxmax()] if len(others) else None
     text = (f"On seed {seed} at size {width} (test accuracy at each run's end): the tuned " + " and the tuned ".join(tuned)
             + pct(acc("pFedMe", "tuned, every"), "; pFedMe with every client's θ̃ from the current model, as Algorithm 1 has it, ")
             + f"; the hypernetwork {hn['test accuracy (%)']:.1f} %"
             + (f", and the best of our tables' other baselines, {best.arm}, {best['test accuracy (%)']:.1f} %" if best is not None else "")
-            + ". One seed makes no claim; it does say that Table 2's comparisons rest on an untuned pFedMe and Per-FedAvg, "
-            "which is why they carry the weak-baseline flag until the tables are re-run at the tuned values.")  # fmt: skip
+            + ". One seed makes no claim. Table 2 on the headroom split runs pFedMe and Per-FedAvg at the tuned "
+            "values; the other tables still run them at the shared ones until a pilot of their own, which their "
+            "weak-baseline marks say.")  # fmt: skip
     return [page_table(grid), page_table(beside), Markdown(text)]
 
 
