@@ -501,9 +501,10 @@ def test_run_steps_count_batches_rounds_clients_and_fine_tuning():
 
 
 def test_pilot_configs_count_every_grid_extended_once():
-    p = {"EXTEND": 1, "LR_GRID": [0.01, 0.1], "SIGMA_GRID": [1.0], "ALPHA_LR_GRID": {"a": [1.0], "b": [1.0, 2.0]}}
+    p = {"EXTEND": 1, "LR_GRID": [0.01, 0.1], "SIGMA_GRID": [1.0], "ALPHA_LR_GRID": {"a": [1.0], "b": [1.0, 2.0]},
+         "BASELINE_GRIDS": {"pfedme": {"personal_lr": [0.1], "lam": [1.0, 5.0]}}}  # fmt: skip
     assert pilot_configs(p, 2) == (2 + 3 + 2 * 3, 2 * 3)  # η_α (2 + 3), pFedMB's two scales × 3 rates; 2 × 3
-    assert pilot_configs(p, 8) == (11, 2 + 8 * 3)  # FedAMP's σ (1 + 1) with Table II's eight methods
+    assert pilot_configs(p, 8) == (11, 2 + 2 + 3 + 8 * 3)  # FedAMP's σ (1 + 1), pFedMe's (1 + 1, 2 + 1); 8 methods
 
 
 def test_paper_cost_on_the_real_parameters_counts_by_hand():
@@ -514,13 +515,14 @@ def test_paper_cost_on_the_real_parameters_counts_by_hand():
     assert c["datasets"] == ["cifar10", "cifar100"] and c["clients"] == [10, 15, 50] and c["seeds"]["cap"] == 10
     # Dirichlet 0.4 / 15 clients on CIFAR-10, 100 rounds (50 in the pilot), 210 steps a client a round:
     # pilot, 3 seeds: pFedMB 14 η_α + 2 × 5 rates = 24 configs of 50 × 15 × 420 + 2 × 15 × 210 = 321 300 steps,
-    # 47 others (7 σ + 8 methods × 5 rates) of 50 × 15 × 210 + 6 300 = 163 800;
+    # 63 others (7 σ, 5 + 6 of pFedMe's personal rate and λ, 5 of FedProx's μ, 8 methods × 5 rates) of 50 × 15 × 210
+    # + 6 300 = 163 800;
     # runs, 10 seeds: pFedMB at 8 B and the eq. 6 control (636 300 each), six methods at 321 300, FedAMP and
     # IFCA (10 evaluations) at 315 000 + 31 500
-    pilot = 72 * 321_300 + 141 * 163_800
+    pilot = 72 * 321_300 + 189 * 163_800
     main = 90 * 636_300 + 60 * 321_300 + 20 * 346_500
-    assert c["by_part"]["Dirichlet 0.4 / 15 clients"] == (72 + 141 + 170, pilot + main) == (383, 129_704_400)
+    assert c["by_part"]["Dirichlet 0.4 / 15 clients"] == (72 + 189 + 170, pilot + main) == (431, 137_566_800)
     # every part: the pairs (102 pilot runs, 6 arms × 10 seeds), four headline settings as above, random 2 classes
     # at 15 clients (8 B) and at 50 (Figure 5's 11 B)
-    assert c["by_part"]["pairs"][0] == 162 and c["runs"] == 162 + 4 * 383 + (213 + 80 + 80) + (213 + 110 + 80) == 2470
+    assert c["by_part"]["pairs"][0] == 162 and c["runs"] == 162 + 4 * 431 + (261 + 80 + 80) + (261 + 110 + 80) == 2758
     assert c["steps"] == sum(s for _, s in c["by_part"].values()) and c["note"]

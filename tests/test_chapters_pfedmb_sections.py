@@ -37,7 +37,7 @@ def params(**kw) -> Params:
     base = dict(
         profile="test", datasets=["fashion-mnist"], val_fraction=0.1, seeds=[0, 1, 2], pilot_seeds=[0], data_fraction=0.1, test_images=None, epochs=1,
         paper_epochs=5, momentum=0.9, batch=64, lr_grid=[0.05], alpha_lr_grid={"momentum": [1.0], "no momentum": [1.0]},
-        extend=0, sigma_grid=[1.0], pair_rounds=4, pair_pilot_rounds=2, pair_branches=3, pair_clients=4, visits=2,
+        extend=0, sigma_grid=[1.0], baseline_grids={}, pair_rounds=4, pair_pilot_rounds=2, pair_branches=3, pair_clients=4, visits=2,
         dirichlet_visits=4, client_setups=((15, 1.0), (50, 0.2)), pilot_visits=2, k_classes=3,
         table2_settings=[S15, K15, R15], pilot_branches=5, rho_resolution=0.1, table2_run=2, amp_evals=10,
         ifca_evals=10, branch_choices=[2, 5], fig5_setting=F5, fig5_branches=[2, 5, 10], fig5_visits=2,
@@ -897,3 +897,41 @@ def test_glue_texts_glue_the_parameters_sentences_and_setup_card(monkeypatch, sh
     P = params(alpha_lr_grid={"momentum": [1.0]})  # the paper profile's dry run: one variant on α
     sec.glue_texts(P, runs, paper=sec.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
     assert values["ALPHA_GRID_MOM"] == [1.0] and values["ALPHA_GRID_PLAIN"] == []
+
+
+def test_a_tuned_baseline_still_weak_is_explained_by_its_own_pilot_and_the_tables_seeds():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from pflkit.chapters.pfedmb_sections import Pilot, tuned_baselines_why
+    from pflkit.sweeps import SweepResult
+    from tests.conftest import tiny_config
+
+    val = {"lr=0.1 pFedMe": [0.78, 0.74], "lr=0.1 Local": [0.85, 0.84]}
+    lr = SimpleNamespace(chosen={"pFedMe": "lr=0.1 pFedMe", "Local": "lr=0.1 Local"},
+                         result=SimpleNamespace(values=lambda arm, m: 100 * pd.Series(val[arm])))  # fmt: skip
+    cfg = tiny_config(method="pfedme", lr=0.1, options={"K": 3, "personal_lr": 0.03, "lam": 40.0})
+    pilot = Pilot({"pFedMe": cfg, "Local": tiny_config()}, None, None, {"pFedMe": (lr, "pFedMe")}, [])
+    setting = "Dirichlet 0.4 / 15 clients"
+
+    def runs(gaps):  # pFedMe − Local per seed, in points
+        rec = lambda acc: {"config": {"method": "x"}, "final": {"round": 1, "mean_acc": acc}, "diverged": True}  # noqa: E731
+        records = {(f"{setting} · Local", s): rec(0.9) for s in range(len(gaps))}
+        records |= {(f"{setting} · pFedMe", s): rec(0.9 + g / 100) for s, g in enumerate(gaps)}
+        result = SweepResult(records, [f"{setting} · pFedMe", f"{setting} · Local"], range(len(gaps)))
+        result.values = lambda arm, m: pd.Series(
+            {s: 100 * records[arm, s]["final"]["mean_acc"] for s in range(len(gaps))}
+        )
+        return result
+
+    grids = {"pfedme": {"personal_lr": [0.03], "lam": [15.0]}, "fedprox": {"mu": [0.01]}}
+    why = tuned_baselines_why(
+        {setting: pilot, "pairs": pilot._replace(chosen={"Local": cfg})}, grids, runs([-4.0, -3.5, -4.5])
+    )
+    assert list(why) == [f"{setting} · pFedMe"]  # a pilot without the method (or FedProx's FedAvg) explains nothing
+    text = why[f"{setting} · pFedMe"]
+    assert "personal η 0.03, λ 40, learning rate 0.1" in text and "76.0 % against Local's 84.5 %" in text
+    assert "pFedMe − Local is -4.0" in text and "the method's at this budget" in text
+    near = tuned_baselines_why({setting: pilot}, grids, runs([-2.0, 1.0, -2.0]))[f"{setting} · pFedMe"]
+    assert "an interval that holds 0" in near

@@ -42,12 +42,13 @@ def run_steps(p: dict, dataset: str, clients: int, rate: float, rounds: int, *, 
 def pilot_configs(p: dict, methods: int) -> tuple[int, int]:
     """The configs a validation pilot (:func:`pflkit.chapters.pfedmb_sections.pilot_tuner`) runs on each pilot
     seed, every grid extended ``EXTEND`` times, as (pFedMB's, the other methods'): pFedMB's η_α with and
-    without momentum, FedAMP's σ (with ``methods`` > 2, Table II's pilots), then the learning rate of pFedMB at
+    without momentum, FedAMP's σ and the baselines' own grids (with ``methods`` > 2, Table II's pilots), then the learning rate of pFedMB at
     two initial scales and of ``methods`` other methods; an upper bound (a stage-2 config equal to a stage-1
     one is one run)."""
     ext, lr = p["EXTEND"], len(p["LR_GRID"]) + p["EXTEND"]
     alpha = sum(len(v) + ext for v in p["ALPHA_LR_GRID"].values())
-    sigma = len(p["SIGMA_GRID"]) + ext if methods > 2 else 0
+    own = [v for grids in p["BASELINE_GRIDS"].values() for v in grids.values()]  # the baselines' own grids
+    sigma = sum(len(v) + ext for v in [p["SIGMA_GRID"], *own]) if methods > 2 else 0
     return alpha + 2 * lr, sigma + methods * lr
 
 
@@ -448,7 +449,14 @@ def diverged_note(result, a: str, notes: dict) -> str:
 
 # ----------------------------------------------------------------------------- words for the page
 
-VALUE_WORDS = {"lr": "η", "alpha_lr": "η_α", "sigma": "σ"}  # a pilot grid's option, as the page writes it
+VALUE_WORDS = {
+    "lr": "η",
+    "alpha_lr": "η_α",
+    "sigma": "σ",
+    "personal_lr": "personal η",
+    "lam": "λ",
+    "mu": "μ",
+}  # a pilot grid's option, as the page writes it
 
 
 def value_words(setting: str) -> str:
