@@ -380,7 +380,7 @@ WORST_SHARE = 0.1  # the share of clients whose accuracy the tables show beside 
 def worst_clients(per_client_acc, share: float = WORST_SHARE) -> float:
     """Mean test accuracy (%) of the worst ``share`` of the clients (⌈share · n⌉ of them, at least one):
     how the clients a mean hides fare.  NaN without clients."""
-    acc = sorted(a for a in per_client_acc or [] if a == a)
+    acc = sorted(float(a) for a in (() if per_client_acc is None else per_client_acc) if a == a)
     if not acc:
         return float("nan")
     k = max(1, math.ceil(share * len(acc) - 1e-9))

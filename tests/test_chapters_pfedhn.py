@@ -242,6 +242,10 @@ def test_table2_helpers_split_the_hypernetwork_by_size():
     assert list(table.index) == ["pFedHN", "FedAvg", "Local"]
     assert list(table.columns) == ["ours FMNIST S", "ours FMNIST M", "paper CIFAR-10 S", "paper CIFAR-10 M"]
     assert table.loc["FedAvg", "paper CIFAR-10 M"] == 78.0 and np.isnan(table.loc["Local", "paper CIFAR-10 S"])
+    worst = np.mean([hn_size_acc(res, s, "S", hn="HN", groups=groups, worst=True) for s in res.seeds])
+    assert table.loc["pFedHN", "ours FMNIST S"].endswith(f" ({worst:.0f})")  # its worst 10 % of clients
+    assert worst <= np.mean([hn_size_acc(res, s, "S", hn="HN", groups=groups) for s in res.seeds])
+    assert "(" not in table.loc["FedAvg", "ours FMNIST S"]  # no per-client accuracies in these records: no brackets
     rows, lines = table2_claims(res, best, diffs, None, **args, published=published, resolution=1.0)
     assert [r["claim"] for r in rows] == list(diffs)
     assert (
