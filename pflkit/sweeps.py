@@ -246,8 +246,10 @@ def until_flat(
     ran, until the budget flag no longer marks it or it reached ``cap`` times its rounds.  Each arm
     is then read at its own stopping point, under its own name.  ``kw`` goes to :func:`sweep`
     (``probe``, ...).  Returns the result (``result``'s runs, an extended arm's replaced by its
-    longest) and the budget report: per arm, the rounds it ran, as a multiple of its first budget,
-    its validation gain over the last fifth (mean over seeds) and whether it was still improving."""
+    longest; on a seed where a longer run diverged, the arm keeps its last finished run and runs on no
+    further: more budget is no help to a run that breaks down) and the budget report: per arm, the
+    rounds it ran, as a multiple of its first budget, its validation gain over the last fifth (mean
+    over seeds), whether it was still improving, and (where any did) the seeds whose longer run diverged."""
     if cap < 1:
         raise PflkitError(f"cap must be >= 1, got {cap}")
     if arms is None:
@@ -256,11 +258,18 @@ def until_flat(
     seeds = {a: sorted(s for (b, s) in result.records if b == a) for a in only}
     records, factor = dict(result.records), dict.fromkeys(only, 1)
     current, computed, reused = result, result.computed, result.reused
+    kept: dict = {a: [] for a in only}  # seeds whose longer run diverged: the arm keeps its last finished run there
     while todo := [a for a in only if seeds[a] and current.extends(a) and 2 * factor[a] <= cap]:
         for a in todo:
             factor[a] *= 2
         res = sweep({a: longer(arms[a], factor[a]) for a in todo}, {a: seeds[a] for a in todo}, store, **kw)
-        records.update(res.records)
+        for (a, s), rec in res.records.items():
+            prev = records.get((a, s))
+            if rec.get("diverged") and prev is not None and not prev.get("diverged"):
+                kept[a].append(f"seed {s} (read at round {records[a, s]['final']['round']})")
+                seeds[a] = [x for x in seeds[a] if x != s]  # and runs on no further there
+            else:
+                records[a, s] = rec
         computed, reused = computed + res.computed, reused + res.reused
         current = SweepResult(records, result.arms, result.seeds, computed, reused)
     rows = []
@@ -268,8 +277,9 @@ def until_flat(
         gains = current.finals().query("arm == @a").gain_last_fifth
         rows.append({"arm": a, "rounds": arms[a].rounds * factor[a], "budget": f"{factor[a]}×",
                      "gain over the last fifth (points)": float(gains.mean()) if len(gains) else float("nan"),
-                     "still improving": current.improving(a)})  # fmt: skip
-    return current, pd.DataFrame(rows)
+                     "still improving": current.improving(a), "diverged when run on": ", ".join(kept[a])})  # fmt: skip
+    report = pd.DataFrame(rows)
+    return current, report if report["diverged when run on"].any() else report.drop(columns="diverged when run on")
 
 
 def _local_workers(workers: int | None, threads: int, n_runs: int) -> int:
@@ -361,6 +371,18 @@ def samples_per_round(config: dict, train_sizes=None) -> float:
     else:
         work = [(config.get("local_epochs") or 1) * n for n in sizes]
     return max(1.0, (config.get("sample_rate") or 1.0) * clients) / clients * sum(work)
+
+
+def setup_samples(config: dict, train_sizes=None) -> float:
+    """Training samples a run of ``config`` processes before its first round (its method's
+    ``setup_steps``, e.g. FeSEM's initial local models: that many minibatch steps on every client); 0
+    for methods without such a phase.  Part of the run's budget (:meth:`SweepResult.budget_of`)."""
+    method = get_method(config["method"])
+    if method.setup_steps is None:
+        return 0.0
+    clients = config.get("clients") or len(train_sizes or ()) or 1
+    steps = method.setup_steps(method.resolve_options(config.get("options")))
+    return float(steps * config.get("batch_size", 1) * clients)
 
 
 def still_improving(gain: float | None) -> bool | None:
@@ -504,19 +526,22 @@ class SweepResult:
         return rising(self.gains_at(arm, rounds))
 
     def budget_of(self, arm: str, seed: int) -> float:
-        """Training samples the run processed on its clients (:func:`samples_per_round` × its rounds)."""
+        """Training samples the run processed on its clients (:func:`samples_per_round` × its rounds, plus
+        the work before round 1, :func:`setup_samples`)."""
         r = self.records[arm, seed]
-        return r["final"]["round"] * samples_per_round(r["config"], (r.get("partition") or {}).get("train_sizes"))
+        sizes = (r.get("partition") or {}).get("train_sizes")
+        return r["final"]["round"] * samples_per_round(r["config"], sizes) + setup_samples(r["config"], sizes)
 
     def read_at(self, arm: str, seed: int, samples: float, metric: str = "mean_acc") -> tuple[float, int] | None:
         """The run's test ``metric`` (%) at its last evaluation within ``samples`` training samples, and that
         round; None when it was not evaluated so early, or ``metric`` is not in its history."""
         r = self.records[arm, seed]
-        spr = samples_per_round(r["config"], (r.get("partition") or {}).get("train_sizes"))
+        sizes = (r.get("partition") or {}).get("train_sizes")
+        spr, setup = samples_per_round(r["config"], sizes), setup_samples(r["config"], sizes)
         rows = [
             h
             for h in r["history"]
-            if metric in h and h[metric] == h[metric] and h["round"] * spr <= samples * (1 + 1e-9)
+            if metric in h and h[metric] == h[metric] and h["round"] * spr + setup <= samples * (1 + 1e-9)
         ]
         return (100 * rows[-1][metric], int(rows[-1]["round"])) if rows else None
 

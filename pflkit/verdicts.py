@@ -41,6 +41,7 @@ WEAK_BELOW = {"Local": 3.0, "FedAvg": 1.0}
 RESOLUTION = 1.0  # points: the default m of the "no difference" word (a claim may state its own)
 CEILING = 2.0  # points: a setting whose strongest arm lies within this of 100 % is saturated
 SEED_CAP = 10  # the most seeds a claim is planned for at `book`
+HEADLINE_SEEDS = 5  # a headline runs to min(cap, max(this, its plan)) seeds
 DECISION_FLOOR = 0.5  # points: no claim is planned to resolve less than this
 SD_UPPER = 0.8  # the seed plan uses this one-sided upper confidence bound on the spread
 
@@ -350,14 +351,18 @@ def planned_seeds(plan: pd.DataFrame, pilot: list[int], cap: int = SEED_CAP) -> 
     return _seeds(max([len(pilot), *(_need(plan, c, cap) for c in plan.index)]), pilot)
 
 
-def arm_seeds(plan: pd.DataFrame, claim_arms: dict, pilot: list[int], arms=(), cap: int = SEED_CAP) -> dict:
+def arm_seeds(plan: pd.DataFrame, claim_arms: dict, pilot: list[int], arms=(), cap: int = SEED_CAP,
+              least: dict | None = None) -> dict:  # fmt: skip
     """The seeds each arm runs to under ``plan``: the pilot's, then as many as the claim that
-    compares it and needs most (``claim_arms``: plan claim -> the arms it compares); the other
-    ``arms`` run the pilot's only.  A sweep given this dict runs nothing else."""
+    compares it and needs most (``claim_arms``: plan claim -> the arms it compares; ``least``: plan
+    claim -> the fewest seeds it runs whatever its plan, within ``cap``: :data:`HEADLINE_SEEDS` for a
+    headline); the other ``arms`` run the pilot's only.  A sweep given this dict runs nothing else."""
     need: dict = dict.fromkeys(arms, len(pilot))
+    least = least or {}
     for c, arms in claim_arms.items():
+        n = max(_need(plan, c, cap) if c in plan.index else len(pilot), min(cap, least.get(c, 0)))
         for a in arms:
-            need[a] = max(need.get(a, len(pilot)), _need(plan, c, cap) if c in plan.index else len(pilot))
+            need[a] = max(need.get(a, len(pilot)), n)
     return {a: _seeds(n, pilot) for a, n in need.items()}
 
 
@@ -559,7 +564,7 @@ def still_moving(result: SweepResult, *arms: str) -> str:
 
 def claim_row(
     text: str, v: Verdict, paper: str = "", *, ours: str | None = None, digits: int = 1, headline: bool = False,
-    saturated: str = "", mechanism: dict | None = None, plan: pd.DataFrame | None = None, plan_name: str | None = None,
+    saturated: str = "", mechanism: dict | list[dict] | None = None, plan: pd.DataFrame | None = None, plan_name: str | None = None,
     note: str = "", rising: str = "", arms: str = "", ours_b: float | None = None, weak: dict | None = None,
     explained: dict | None = None,
 ) -> dict:  # fmt: skip
@@ -575,8 +580,8 @@ def claim_row(
     ``headline``: a claim the chapter's findings lead with; ``saturated`` (the reason of
     :func:`saturation`) makes it a labelled secondary claim that reads *not tested* (*contradicted*
     when its interval lies wholly beyond − m).  ``mechanism``: the row of the :func:`mechanism` check
-    the claim rests on; a claim whose mechanism is inert keeps its word and carries the flag
-    *mechanism inert*.  ``plan`` (:func:`seed_plan`, row ``plan_name`` or ``text``): an undecided claim
+    the claim rests on (or a list of them); a claim whose mechanism is inert keeps its word and carries
+    the flag *mechanism inert*.  ``plan`` (:func:`seed_plan`, row ``plan_name`` or ``text``): an undecided claim
     short of its plan reads *underpowered*.  ``note``: anything else the reader needs; ``rising``: how
     far the arms of a budget-limited verdict still rose ("FedAvg +1.2", :func:`rising`); ``arms``: the
     rounds each arm ran and its last fifth's gain (:func:`arms_budget`); ``weak``: the arms
@@ -623,9 +628,9 @@ def claim_row(
     if weak:
         flags.append(WEAK)
         notes += [f"weak baseline: {why}: " + _explanation(explained, arm) for arm, why in weak.items()]
-    if mechanism is not None:
-        notes.append(f"mechanism: {verdict_text(mechanism, bold=False)}, {mechanism['ours (a − b, 95 % CI)']}")
-        if INERT in mechanism.get("flags", []):
+    for mech in [mechanism] if isinstance(mechanism, dict) else mechanism or []:
+        notes.append(f"mechanism: {verdict_text(mech, bold=False)}, {mech['ours (a − b, 95 % CI)']}")
+        if INERT in mech.get("flags", []) and INERT not in flags:
             flags.append(INERT)
     row = {"claim": text, "paper": paper, "ours (a − b, 95 % CI)": ours, "verdict": word, "budget": v.flag}
     return row | {

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from pflkit.chapters.fesem import (
+    AVG_EQ,
     AVG_HS,
     LEAF_TABLE,
     ari_at,
@@ -101,7 +102,7 @@ from pflkit.methods.fesem import PAPER_WEIGHT, kmeans
 from pflkit.paper import parameters
 from pflkit.results import paper_results
 from pflkit.sweeps import probe_name
-from pflkit.verdicts import verdict
+from pflkit.verdicts import mechanism, verdict
 from tests.conftest import tiny_config
 
 
@@ -269,6 +270,7 @@ def side_table():
         {"paper FEMNIST micro_acc": [84.94, np.nan], "ours micro_acc": ["77.8 ± 1.2", "79.1 ± 0.5 (4 seeds; 78.8 on the 3 all arms ran)"],
          "seeds": [3, 4], "still improving": ["no", "yes"], "paper FedCelebA micro_acc": [80.0, 81.0],
          "paper FEMNIST macro_acc": [84.9, 85.0], "ours macro_acc": ["77.6 ± 2.6", "78.0 ± 1.0"],
+         "worst 10 % of clients": [60.1, 64.0],
          "paper FedCelebA macro_acc": [np.nan, 80.0], "ours authors' micro_acc (best centre, all clients)": ["77.8 ± 1.2", "—"],
          "ours ARI": ["", "0.41"], "paper's row": ["FedAvg", ""]},
         index=pd.Index(["FedAvg", "FeSEM(4)"], name="arm"),
@@ -278,6 +280,7 @@ def side_table():
 def test_readable_names_columns_marks_rising_arms_and_dashes_missing_values():
     t = readable(side_table(), MAIN_COLUMNS, short=True)
     assert list(t.columns) == ["method", *MAIN_COLUMNS.values()]
+    assert "ARI, ours" in readable(side_table().drop(columns="worst 10 % of clients"), MAIN_COLUMNS)  # what it has
     assert t["method"].tolist() == ["FedAvg", "FeSEM(4) ↗"]  # still improving: marked
     assert t.loc[0, "micro acc, paper (FEMNIST)"] == "84.9" and t.loc[1, "micro acc, paper (FEMNIST)"] == "—"
     assert t.loc[1, "micro acc, ours"] == "79.1 ± 0.5"  # short: the note on the common seeds goes to the notes
@@ -350,7 +353,7 @@ def test_why_lines_give_a_reason_for_each_claim_that_did_not_reproduce():
     row = {"verdict": "reproduces", "ours (a − b, 95 % CI)": "+1.5", "flags": []}
     kw = dict(best_other="Local", v_best=no, acc=pd.Series({"Local": 82.0, "FeSEM(3)": 79.0}), k_sel="FeSEM(3)",
               alpha=0.5, skew=0.54, ari_g=0.45, fe_g="FeSEM(4)", ari_labels=pd.Series([0.1, 0.2]), v_avg=yes,
-              avg_hs=AVG_HS, v_one=yes, hs_row=row, init_steps=100, hs_gain=2.5, em_row=row, rounds=60, local_steps=8,
+              ref=AVG_HS, v_one=yes, hs_row=row, init_steps=100, hs_gain=2.5, em_row=row, rounds=60, local_steps=8,
               k_em=4, v_split=yes, v_groups=no, ari4=pd.Series([0.4, 0.5]), moves=0, groups=4, label_note=0.3,
               still=["FeSEM(4)"], improving=1.0, collapsed=["CFL"], seeds=3, min_seeds=3)  # fmt: skip
     text = why_lines(**kw)
@@ -397,7 +400,7 @@ def test_table_notes_say_the_choices_the_penalty_and_the_authors_evaluation():
                        fesem_arms=["FeSEM(2)", "FeSEM(4)"], best_other="CFL", claims={"eq. 7": row}, mean=mean,
                        rounds=60, local_steps=8, n_classes=10, paper_fedsgd=70.1, lam=0.1, clients=20, fe_g="FeSEM(4)",
                        intra=2.0, loss=0.5, inert_share=0.05, eq7="E7", intra7=1.0, loss7=0.6, k_em=4,
-                       auth={"FeSEM(2)": 70.0, "FeSEM(4)": 60.0}, v_auth="contradicted", avg_hs=AVG_HS)  # fmt: skip
+                       auth={"FeSEM(2)": 70.0, "FeSEM(4)": 60.0}, v_auth="contradicted", ref=AVG_HS)  # fmt: skip
     assert "FeSEM(4) (FeSEM(2) 79.0, FeSEM(4) 80.5); the strongest baseline by the same rule: CFL (82.0)" in text
     assert "* eq. 7 helps: **no difference, +0.1**." in text and "480 minibatch steps" in text
     assert "λ/m · Dist ≈ 0.0100" in text and "2.0 % of it, below 5 %" in text  # 0.1 / 20 × 2.0 against 0.5
@@ -449,10 +452,16 @@ def test_table_claims_put_the_headline_first_with_its_mechanism():
         paired=lambda a, b, m: pd.Series(vals[a]) - pd.Series(vals[b]),
         finals=lambda: pd.DataFrame([{"arm": a, "seed": s, "rounds": 60, "gain_last_fifth": 0.1} for a in arms for s in range(3)]),
     )  # fmt: skip
-    rows = table_claims(res, paper, None, lambda a: pd.Series(vals[a]), k_sel="FeSEM(3)", avg_hs=AVG_HS,
+    rows = table_claims(res, paper, None, lambda a: pd.Series(vals[a]), k_sel="FeSEM(3)", ref=AVG_HS,
                         best_other="CFL", fe_few="FeSEM(2)", fe_most="FeSEM(4)", fe_next="FeSEM(3)", k_most=4, k_em=4,
                         eq7="E7", init_steps=100, resolution=1.0)  # fmt: skip
     assert list(rows)[:2] == ["beats FedAvg", "beats FeSEM(1)"] and rows["beats FedAvg"]["headline"]
+    assert rows["beats FedAvg"]["notes"].count("mechanism: ") == 1  # its centres against one centre
+    still = mechanism("E-steps move clients", verdict([0.0, 0.0, 0.0], resolution=0.05), control="round 0")
+    inert = table_claims(res, paper, None, lambda a: pd.Series(vals[a]), k_sel="FeSEM(3)", ref=AVG_HS, best_other="CFL",
+                         fe_few="FeSEM(2)", fe_most="FeSEM(4)", fe_next="FeSEM(3)", k_most=4, k_em=4, eq7="E7",
+                         init_steps=100, resolution=1.0, e_step=still)["beats FedAvg"]  # fmt: skip
+    assert inert["flags"].count("mechanism inert") == 1 and inert["notes"].count("mechanism: ") == 2  # and the E-steps
     assert rows["beats FeSEM(1)"]["kind"] == "mechanism" and "FeSEM(3) by validation" in rows["beats FedAvg"]["claim"]
     assert rows["best K"]["claim"] == "Figure 3: K = 4 is the best K (FeSEM(4) vs FeSEM(3))"
     assert rows["beats FedAvg"]["verdict"] == "contradicted"  # FeSEM(3) is below FedAvg + head start in the fake
@@ -498,10 +507,10 @@ def test_scan_prose_figure_and_the_leads():
     assert len(fig.axes) == 2 and fig.get_size_inches()[0] <= 6.88
     plt.close(fig)
     acc = pd.Series({"FedAvg": 78.0, AVG_HS: 76.0, "FeSEM(3)": 79.0, "CFL": 84.0, "Local": 82.0})
-    rows = leads(acc, k_sel="FeSEM(3)", avg_hs=AVG_HS, init_steps=100, setting="FMNIST")
+    rows = leads(acc, k_sel="FeSEM(3)", ref=AVG_HS, init_steps=100, setting="FMNIST")
     assert [r[0] for r in rows] == ["Tables 2/3 as compared there:", "Tables 2/3: FeSEM beats FedAvg — headline, at "
-                                    "matched head start", "Tables 2/3: FeSEM is the best method"]  # fmt: skip
-    assert rows[1][3] == "our reference scores 76.0 %, below plain FedAvg"
+                                    "equal local work", "Tables 2/3: FeSEM is the best method"]  # fmt: skip
+    assert rows[1][3] == f"our reference, {AVG_HS}, scores 76.0 %, plain FedAvg 78.0 %"
     assert rows[2][3] == "above FeSEM(3) (79.0): CFL (84.0), Local (82.0)"
 
 
@@ -518,6 +527,10 @@ def test_seed_plans_give_each_arm_the_seeds_its_claims_ask_for():
         "more than random clusters",
     ]
     assert planned["X"] == [0, 1, 2]  # in no claim: the pilot's seeds
+    *_, five = seed_plans(res, ["F", "R", "A"], [0, 1, 2], lambda s: np.array([0, 0, 1, 1]), pairs={"headline": ("F", "A")},
+                          fe_g="F", fr_hs="R", rounds=5, cap=10, resolution=1.0, ari_margin=0.2, em_resolution=0.05,
+                          least={"headline": 5})  # fmt: skip
+    assert len(five["A"]) >= 5 and len(five["F"]) >= 5  # a lead claim: at least five seeds
     assert len(planned["F"]) >= len(planned["A"]) >= 3 and planned["F"][:3] == [0, 1, 2]
 
 
@@ -641,10 +654,11 @@ def test_chapter_arms_build_the_controls_and_the_baselines_at_their_pilot_rates(
     assert fesem(centers=2).options == {"lam": 0.1, "centers": 2} and fesem().method == "fesem"
     arms, base_arms = chapter_arms(main, fesem, lr, {"eps1": 0.4}, k_choices=[2, 3], k_em=3)
     assert list(arms) == ["FeSEM(2)", "FeSEM(3)", "FeSEM(1)", "FeSEM(3) fixed-random + head start",
-                          "FeSEM(3) fixed-random", "FeSEM(3) + eq. 7", AVG_HS, "Local", "FedAvg", "CFL"]  # fmt: skip
+                          "FeSEM(3) fixed-random", "FeSEM(3) + eq. 7", AVG_HS, AVG_EQ, "Local", "FedAvg", "CFL"]  # fmt: skip
     assert list(base_arms) == ["Local", "FedAvg", "CFL"] and all(arms[a] == c for a, c in base_arms.items())
-    assert [arms[a].eval_every for a in arms] == [1, 1, 3, 3, 3, 3, 1, 3, 1, 1]
-    assert [arms[a].lr for a in arms] == [0.1] * 6 + [0.3, 0.01, 0.03, 0.05]
+    assert [arms[a].eval_every for a in arms] == [1, 1, 3, 3, 3, 3, 1, 1, 3, 1, 1]
+    assert [arms[a].lr for a in arms] == [0.1] * 6 + [0.3, 0.03, 0.01, 0.03, 0.05]
+    assert arms[AVG_EQ].rounds == 6 + 13 and arms[AVG_EQ].method == "fedavg"  # FeSEM's 100 warm-up steps at 8 a round
     assert arms["CFL"].options == {"warmup": 2, "eps1": 0.4}
     assert arms["FeSEM(3) fixed-random + head start"].options == {"lam": 0.1, "centers": 3, "em": "fixed-random",
                                                                  "head_start": True}  # fmt: skip

@@ -171,6 +171,27 @@ def test_a_still_improving_arm_runs_on_to_its_cap_at_the_same_per_round_protocol
     assert same.records == first.records  # nothing rising: nothing runs
 
 
+def test_a_run_on_that_diverges_leaves_the_arm_at_its_last_finished_run_on_that_seed(tmp_path, monkeypatch):
+    import pflkit.sweeps as sw
+
+    base = ex.arms_for(["fedavg"], tiny_config(rounds=2, eval_every=1))
+    first = ex.sweep(base, [0, 1], tmp_path, workers=1, progress=False)
+    real = sw.sweep
+
+    def breaks_on_seed_1(arms, seeds, store, **kw):  # every longer run of seed 1 diverges
+        res = real(arms, seeds, store, **kw)
+        res.records = {k: (r | {"diverged": "loss became nan"} if k[1] == 1 else r) for k, r in res.records.items()}
+        return res
+
+    monkeypatch.setattr(sw, "sweep", breaks_on_seed_1)
+    monkeypatch.setattr(ex.SweepResult, "extends", lambda self, a: self[a, 0]["config"]["rounds"] < 8)
+    res, report = ex.until_flat(first, base, tmp_path, cap=4, workers=1, progress=False)
+    assert res["FedAvg", 0]["config"]["rounds"] == 8 and res["FedAvg", 1] == first["FedAvg", 1]  # kept at 2 rounds
+    assert not res["FedAvg", 1].get("diverged") and list(res.values("FedAvg").index) == [0, 1]
+    assert report.set_index("arm").loc["FedAvg", "diverged when run on"] == "seed 1 (read at round 2)"
+    assert res.computed == 2 + 2 + 1  # 2x on both seeds, then 4x on seed 0 only
+
+
 def test_a_read_only_store_computes_nothing_and_says_what_it_lacks(tmp_path, monkeypatch):
     ex.sweep(arms(), [0], tmp_path, workers=1, progress=False)
     log = tmp_path / "usage.jsonl"
@@ -712,6 +733,23 @@ def test_arms_on_different_budgets_are_read_at_the_budget_both_reached(tmp_path)
     row = ex.claim("Local beats FedAvg", res, "Local", "FedAvg")
     assert "read at the budget both arms reached (Local at round 2; FedAvg at round 2 of 4)" in row["notes"]
     assert res.common_budget("Local", "Local") is None  # one budget: read at the end as before
+
+
+def test_a_warm_up_before_round_one_counts_in_the_budget(tmp_path):
+    from pflkit.sweeps import samples_per_round, setup_samples
+
+    cfg = tiny_config(method="fesem", rounds=2, eval_every=1, options={"centers": 1, "lam": 0.0, "init_steps": 6})
+    arms = {"warm": cfg, "cold": tiny_config(method="fesem", rounds=2, eval_every=1,
+                                            options={"centers": 1, "em": "fixed-random", "init_steps": 6})}  # fmt: skip
+    res = ex.sweep(arms, [0], tmp_path, workers=1, progress=False)
+    rec = res["warm", 0]
+    per_round = samples_per_round(rec["config"], rec["partition"]["train_sizes"])
+    setup = 6 * cfg.batch_size * cfg.clients  # six minibatch steps on every client
+    assert setup_samples(rec["config"]) == setup and setup_samples(res["cold", 0]["config"]) == 0
+    assert setup_samples(dataclasses.asdict(tiny_config(method="fedavg"))) == 0  # no warm-up phase
+    assert res.budget_of("warm", 0) == 2 * per_round + setup and res.budget_of("cold", 0) == 2 * per_round
+    at = res.read_at("warm", 0, 2 * per_round)  # the cold run's budget: the warm run had not reached round 2
+    assert at[1] == 1
 
 
 def test_rates_are_searched_one_axis_at_a_time_and_each_setting_shown_once(tmp_path):

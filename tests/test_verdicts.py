@@ -112,6 +112,9 @@ def test_each_arm_runs_to_the_plan_of_the_claims_that_compare_it():
     plan = seed_plan({"a": [0.1, 0.2, 0.0], "b": [4.0, -2.0, 6.0], "c": [1.0, 1.1, 0.9]}, pool=False)
     seeds = arm_seeds(plan, {"a": ["X", "Base"], "b": ["Y", "Base"], "c": ["Z", "Base"]}, [0, 1, 2], arms=["W"])
     assert seeds == {"W": [0, 1, 2], "X": [0, 1, 2, 3], "Base": [0, 1, 2, 3], "Y": [0, 1, 2], "Z": [0, 1, 2]}
+    head = arm_seeds(plan, {"a": ["X", "Base"], "c": ["Z"]}, [0, 1, 2], least={"c": 5})  # a headline: 5 at least
+    assert head["Z"] == [0, 1, 2, 3, 4] and head["X"] == [0, 1, 2, 3]
+    assert arm_seeds(plan, {"c": ["Z"]}, [0, 1, 2], cap=4, least={"c": 5})["Z"] == [0, 1, 2, 3]  # within the cap
 
 
 class _Result:  # what saturation() reads of a SweepResult: arms and per-seed values
@@ -148,6 +151,8 @@ def test_an_inert_mechanism_is_a_flag_beside_the_word_wherever_the_claim_is_prin
     assert head["flags"] == ["budget-limited (A +1.5 points over the last fifth)", "mechanism inert"]
     assert "mechanism: no difference · mechanism inert, +0.0 [" in head["notes"]  # what the check measured
     assert claim_row("beats", verdict([2.0, 3.0, 4.0]), mechanism=acts)["flags"] == []
+    both = claim_row("beats", verdict([2.0, 3.0, 4.0]), mechanism=[acts, inert, inert])  # several checks: one flag
+    assert both["flags"] == ["mechanism inert"] and both["notes"].count("mechanism: ") == 3
     f = tmp_path / "claims.csv"
     monkeypatch.setenv("PFLBOOK_CLAIMS_FILE", str(f))
     table = claims_table([inert, acts, head])

@@ -18,13 +18,16 @@ from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
 from ..engine import Federation
-from ..experiments import arms_for, choose_k, claim_row, fmt_interval, paper_vs_ours
+from ..experiments import HEADLINE_SEEDS, arms_for, choose_k, claim_row, fmt_interval, paper_vs_ours
 from ..grouped import DEFAULT_TRANSFORMS
+from ..methods import get_method
 from ..methods.fesem import PAPER_WEIGHT, authors_micro_acc, distance_keys, kmeans, points
 
-AVG_HS = "FedAvg + head start"  # the headline's reference: FedAvg after FeSEM's warm-up
+AVG_HS = "FedAvg + head start"  # FedAvg after FeSEM's warm-up (the server averages the initial local models)
+AVG_EQ = "FedAvg + warm-up rounds"  # plain FedAvg, given FeSEM's warm-up steps as extra rounds (equal local work)
+LEAD_SEEDS = dict.fromkeys(("headline", "unmatched", "best"), HEADLINE_SEEDS)  # the lead claims' fewest seeds
 PAPER_ROW = {"Local": "NoFed", "CFL": "FedCluster", "IFCA": "HypoCluster(3)"}  # our arm -> the paper's row
-ONE_MODEL = {"FedSGD", "FedAvg", "FedDist", "FedDist+WS", "FedProx"}  # one shared model serves every client
+ONE_MODEL = {"FedSGD", "FedAvg", AVG_EQ, "FedDist", "FedDist+WS", "FedProx"}  # one shared model serves every client
 OURS = {"micro_acc": "pooled_acc", "macro_acc": "mean_acc", "micro_f1": "micro_f1", "macro_f1": "macro_f1"}
 DATASETS = {"Table 2": "FEMNIST", "Table 3": "FedCelebA"}  # the paper's table -> its dataset
 
@@ -291,17 +294,20 @@ def verdict_row(text: str, v, paper: str = "", ours=None, digits: int = 2, **row
     return claim_row(text, v, paper, ours=ours, digits=digits, **row)
 
 
-def table_claims(res, paper, plan, authors_of, *, k_sel, avg_hs, best_other, fe_few, fe_most, fe_next, k_most, k_em,
-                 eq7, init_steps, resolution) -> dict:  # fmt: skip
-    """The claims of Tables 2/3 and Figure 3 (name -> claims-table row), the headline first, at matched
-    head start: FeSEM(K) chosen on validation (``k_sel``) against FedAvg given FeSEM's warm-up (``avg_hs``),
-    resting on its mechanism (its centres against FeSEM(1)); then against plain FedAvg, in the authors'
-    evaluation (``authors_of``: arm -> per-seed values), in macro accuracy, against the strongest baseline,
-    more centres, the best K and eq. 7's penalty.  ``plan``: the seed plan of the accuracy claims."""
+def table_claims(res, paper, plan, authors_of, *, k_sel, ref, best_other, fe_few, fe_most, fe_next, k_most, k_em,
+                 eq7, init_steps, resolution, e_step: dict | None = None) -> dict:  # fmt: skip
+    """The claims of Tables 2/3 and Figure 3 (name -> claims-table row), the headline first, at equal
+    local work: FeSEM(K) chosen on validation (``k_sel``) against FedAvg's reference chosen on validation
+    (``ref``: FedAvg given FeSEM's warm-up, or given its steps as extra rounds; read where both processed
+    the same training samples), resting on its mechanisms (its centres against FeSEM(1); ``e_step``: the
+    check that the E-steps move clients, :func:`cluster_claims`); then against plain FedAvg at the same
+    rounds (as the paper compares), in the authors' evaluation (``authors_of``: arm -> per-seed values), in
+    macro accuracy, against the strongest baseline, more centres, the best K and eq. 7's penalty.
+    ``plan``: the seed plan of the accuracy claims."""
     from ..verdicts import claim, claim_row, mechanism, verdict
 
     paper_avg = paper_diff(paper, k_sel, "FedAvg").prefixed(f"{k_sel} − FedAvg: ")
-    v_auth = verdict(authors_of(k_sel) - authors_of(avg_hs), budget=res.budget(k_sel, avg_hs))  # matched head start
+    v_auth = verdict(authors_of(k_sel) - authors_of(ref), budget=res.budget(k_sel, ref))  # the headline's reference
     centres = mechanism(
         f"Mechanism: {k_sel}'s centres beat one centre (FeSEM(1), the same head start; micro acc)",
         res.compare(k_sel, "FeSEM(1)", "pooled_acc", None, resolution), control="FeSEM(1): one centre, the same warm-up",
@@ -309,18 +315,19 @@ def table_claims(res, paper, plan, authors_of, *, k_sel, avg_hs, best_other, fe_
     )  # fmt: skip
     acc = {"metric": "pooled_acc", "resolution": resolution}
     return {
-        "beats FedAvg": claim(f"Tables 2/3: FeSEM beats FedAvg — headline, at matched head start ({k_sel} by validation "
-                              f"vs {avg_hs}: both {init_steps} warm-up steps; micro acc)", res, k_sel, avg_hs,
-                              paper=paper_avg, headline=True, mechanism=centres, plan=plan, plan_name="headline", **acc),
+        "beats FedAvg": claim(f"Tables 2/3: FeSEM beats FedAvg — headline, at equal local work ({k_sel} by validation "
+                              f"vs {ref}, FedAvg's reference by validation: {init_steps} warm-up steps each; micro acc)",
+                              res, k_sel, ref, paper=paper_avg, headline=True, plan=plan, plan_name="headline",
+                              mechanism=[centres] + ([e_step] if e_step else []), **acc),
         "beats FeSEM(1)": centres,
         "unmatched": claim(f"Tables 2/3 as compared there: {k_sel} vs FedAvg without the head start (micro acc)", res,
-                           k_sel, "FedAvg", paper=paper_avg, plan=plan, plan_name="unmatched", **acc),
-        "authors": claim_row(f"Tables 2/3 in the authors' evaluation, at matched head start: {k_sel}'s best centre on "
-                             f"all clients vs {avg_hs}'s model", v_auth, paper=paper_avg, ours_b=authors_of(avg_hs).mean(),
+                           k_sel, "FedAvg", paper=paper_avg, plan=plan, plan_name="unmatched", unit="rounds", **acc),
+        "authors": claim_row(f"Tables 2/3 in the authors' evaluation, at equal local work: {k_sel}'s best centre on "
+                             f"all clients vs {ref}'s model", v_auth, paper=paper_avg, ours_b=authors_of(ref).mean(),
                              note="one centre scored on every client's test images: a centre serves its own cluster, "
                              "so this measure penalises clustering by construction"),
-        "macro": claim(f"§6.2: FeSEM's gain shows in the macro metrics (macro acc, {k_sel} vs {avg_hs})", res, k_sel,
-                       avg_hs, metric="mean_acc", resolution=resolution,
+        "macro": claim(f"§6.2: FeSEM's gain shows in the macro metrics (macro acc, {k_sel} vs {ref})", res, k_sel,
+                       ref, metric="mean_acc", resolution=resolution,
                        paper=paper_diff(paper, k_sel, "FedAvg", "macro_acc").prefixed(f"{k_sel} − FedAvg: ")),
         "best": claim(f"Tables 2/3: FeSEM is the best method ({k_sel} vs the best baseline by validation, {best_other})",
                       res, k_sel, best_other, paper=f"a FeSEM(K) is best in {fesem_best_count(paper)} columns", **acc),
@@ -400,10 +407,10 @@ def readings_table(readings, group_of) -> pd.DataFrame:
 
 
 def seed_plans(res, arms, seeds, group_of, *, pairs: dict, fe_g, fr_hs, rounds, cap, resolution, ari_margin,
-               em_resolution):  # fmt: skip
+               em_resolution, least: dict | None = LEAD_SEEDS):  # fmt: skip
     """The seeds the claims ask for (:func:`pflkit.verdicts.seed_plan` from the pilot seeds ``seeds``):
     one plan for the accuracy claims (``pairs``: name -> (a, b), micro acc a − b, the spread pooled
-    over them) and one for the two cluster claims (ARI of ``fe_g`` against 1, within ``ari_margin``, and
+    over them; ``least``: pair name -> the fewest seeds it runs, for the lead claims) and one for the two cluster claims (ARI of ``fe_g`` against 1, within ``ari_margin``, and
     against random clusters ``fr_hs``); then each arm's seeds, the most either plan asks of it
     (:func:`pflkit.verdicts.arm_seeds`).  Returns (plan, ARI plan, arm -> seeds).
     Used in *Tables 2 and 3 in full*."""
@@ -418,7 +425,7 @@ def seed_plans(res, arms, seeds, group_of, *, pairs: dict, fe_g, fr_hs, rounds, 
     }
     ari_plan = seed_plan({k: list(d) for k, (d, _, _) in ari_claims.items()}, cap=cap, floor=em_resolution,
                          margins={k: m for k, (_, _, m) in ari_claims.items() if m is not None})  # fmt: skip
-    by_acc = arm_seeds(plan, {k: list(v) for k, v in pairs.items()}, seeds, arms=arms, cap=cap)
+    by_acc = arm_seeds(plan, {k: list(v) for k, v in pairs.items()}, seeds, arms=arms, cap=cap, least=least)
     by_ari = arm_seeds(ari_plan, {k: a for k, (_, a, _) in ari_claims.items()}, seeds, arms=arms, cap=cap)
     return plan, ari_plan, {a: max(by_acc[a], by_ari[a], key=len) for a in arms}
 
@@ -479,7 +486,8 @@ def head_start_claims(res, plan, *, fr, fr_hs, k_em, resolution, margin) -> tupl
                    res, f"FeSEM({k_em})", fr_hs, metric="pooled_acc", resolution=resolution, plan=plan,
                    plan_name="EM vs fixed random")  # fmt: skip
     hs_row = claim("ours: the head start helps (fixed random clusters with against without)", res, fr_hs, fr,
-                   metric="pooled_acc", resolution=resolution, plan=plan, plan_name="head start")  # fmt: skip
+                   metric="pooled_acc", resolution=resolution, plan=plan, plan_name="head start",
+                   unit="rounds")  # the same rounds: the head start's extra work is what it measures  # fmt: skip
     x = res.finals().pivot_table(index="seed", columns="arm", values="pooled_acc")
     v_inter = verdict((x[fr_hs] - x[fr]) - (x["FeSEM(1)"] - x["FedAvg"]), margin=margin,
                       budget=res.budget(fr_hs, fr, "FeSEM(1)", "FedAvg"))  # fmt: skip
@@ -536,8 +544,9 @@ def chapter_arms(main: dict, fesem, lr: dict, cfl_eps: dict, *, k_choices, k_em:
     """The main sweep's arms and its baselines' (``main``: method_configs; ``fesem(**options)``: a
     FeSEM config; ``lr``: each label's pilot rate; CFL at its pilot ε): FeSEM(K) for ``k_choices``
     evaluated every round, the controls (one centre, fixed random clusters with and without head
-    start, eq. 7 in the paper's reading), FedAvg + head start, then the baselines (FedAvg, CFL and
-    IFCA evaluated every round: Figure 3's reference curve, the clusters per round).
+    start, eq. 7 in the paper's reading), FedAvg + head start and FedAvg at its own rate run longer by
+    FeSEM's warm-up steps (:func:`warmup_rounds`; the headline's two candidate references), then the baselines (FedAvg, CFL and IFCA evaluated every round: Figure 3's
+    reference curve, the clusters per round).
     Used in *Tables 2 and 3 in full*."""
     base_arms = {a: dataclasses.replace(c, lr=lr[a]) for a, c in main.items() if a not in ("FeSEM", AVG_HS)}
     if "CFL" in base_arms:
@@ -554,7 +563,18 @@ def chapter_arms(main: dict, fesem, lr: dict, cfl_eps: dict, *, k_choices, k_em:
         eq7: fesem(centers=k_em, penalty_weight=PAPER_WEIGHT),
         AVG_HS: dataclasses.replace(main[AVG_HS], lr=lr[AVG_HS], eval_every=1),
     }
+    if "FedAvg" in base_arms:
+        fedavg = base_arms["FedAvg"]
+        steps = get_method("fesem").resolve_options(fesem(centers=1).options)["init_steps"]
+        arms[AVG_EQ] = dataclasses.replace(fedavg, rounds=fedavg.rounds + warmup_rounds(steps, fedavg.local_steps))
     return arms | base_arms, base_arms  # the long runs first: the two workers finish together
+
+
+def warmup_rounds(init_steps: int, local_steps: int) -> int:
+    """FedAvg's rounds that hold FeSEM's warm-up: ``init_steps`` minibatch steps a client, at
+    ``local_steps`` a round, rounded up (the headline's reference at equal local work; its claim is
+    read where both arms processed the same training samples)."""
+    return math.ceil(init_steps / local_steps)
 
 
 def cluster_trace(res, seeds, rounds: int, group_of) -> tuple[pd.DataFrame, pd.Series]:

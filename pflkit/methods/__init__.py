@@ -42,6 +42,9 @@ class Method:
     # options added after runs of this method were stored (name -> default): at their default they
     # are left out of a run's key, so that stored runs keep their keys (add every new option here)
     later_options: dict = field(default_factory=dict)
+    # options -> minibatch steps every client trains before round 1 (FeSEM's initial local models):
+    # work the run's budget counts (:func:`pflkit.sweeps.setup_samples`); None: no such phase
+    setup_steps: Callable[[dict], int] | None = None
     # the client optimiser the authors' setting uses (RunConfig fields: lr, batch_size, local_steps, ...);
     # ``python -m pflkit run`` takes them for the fields the user leaves out
     training: dict = field(default_factory=dict)

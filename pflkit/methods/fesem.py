@@ -296,6 +296,12 @@ class FeSEMClient(Client):
         return self.model
 
 
+def setup_steps(options: dict) -> int:
+    """Minibatch steps every client trains before round 1: the initial local models W_i of Alg. 1
+    line 1 (paper mode, or fixed-random with the head start), none otherwise."""
+    return options["init_steps"] if options["em"] == "paper" or options["head_start"] else 0
+
+
 register(
     Method(
         "fesem",
@@ -329,5 +335,6 @@ register(
             ),
         },
         later_options={"local_start": "centre"},
+        setup_steps=setup_steps,
     )
 )
