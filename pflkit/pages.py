@@ -383,6 +383,15 @@ def prose(value, none: str = "all") -> str:
     return str(value)
 
 
+def with_worst(cell: str, worst) -> str:
+    """A table cell of ours with the mean over seeds of its worst 10 % of clients' accuracy in brackets
+    (``worst``: per seed, :func:`pflkit.sweeps.worst_clients`; none where no run has per-client accuracies)."""
+    import numpy as np
+
+    w = np.asarray(worst, dtype=float)
+    return f"{cell} ({np.nanmean(w):.0f})" if np.isfinite(w).any() else cell
+
+
 def glue_values(values: dict) -> None:
     """Glue each of ``values`` (name → value) as prose, for the page's ``{glue:text}`NAME` `` roles:
     the text then shows the values this execution used, not the names (``None`` reads "all")."""

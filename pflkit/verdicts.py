@@ -463,7 +463,7 @@ def _base_name(arm: str) -> tuple[str, str]:
 def weak_arms(result: SweepResult, arms, metric: str = "mean_acc", reported: dict | None = None) -> dict[str, str]:
     """The arms among ``arms`` that a published table reports above Local or FedAvg's global model
     (``reported``: :func:`pflkit.results.reported_above`) and that score more than :data:`WEAK_BELOW`
-    points below that reference in ``result`` (an arm's variant against the same variant of the
+    points below that reference in ``result`` on the seeds both ran (an arm's variant against the same variant of the
     reference: "pFedMe (L)" against "Local (L)"): arm -> "pFedMe 32.0 points below FedAvg (PFLlib reports it above)"."""
     if reported is None:
         from .results import reported_above
@@ -478,7 +478,7 @@ def weak_arms(result: SweepResult, arms, metric: str = "mean_acc", reported: dic
             ref_arm = variant.format(ref)  # a variant ("pFedMe (L)") is held against its own ("Local (L)") only
             if ref not in sources or ref_arm not in result.arms or ref_arm == arm:
                 continue
-            gap = interval(result.values(ref_arm, metric))[0] - interval(result.values(arm, metric))[0]
+            gap = float(result.paired(ref_arm, arm, metric).mean())  # on the seeds both ran
             if gap > most:
                 src = sources[ref]  # the first source and how many more
                 said = src[0] if len(src) == 1 else f"{src[0]} and {len(src) - 1} more table{'s' * (len(src) > 2)}"

@@ -1097,3 +1097,10 @@ def test_the_tuned_baselines_are_shown_beside_the_tables_arms_with_what_one_seed
     assert "the hypernetwork 86.9 %" in text and "LG-FedAvg (M), 81.5 %" in text
     alone = ch.tuned_shown(pilot, beside[~beside.setting.str.startswith("our")], 0)[2].data  # smoke: no such arms
     assert "the tuned pFedMe 84.5 % (at the shared values: 48.3 %);" in alone and "best of our tables" not in alone
+    cfg = {"local_steps": 50, "clients": 10}
+    recs = {("Per-FedAvg", 0): {"config": cfg, "final": {"mean_acc": 0.825}},
+            ("Per-FedAvg", 1): {"config": cfg, "final": {"mean_acc": float("nan")}, "diverged": "loss became nan"}}  # fmt: skip
+    carried = type("R", (), {"seeds": [0, 1], "records": recs, "__getitem__": lambda self, k: recs[k]})()
+    line = ch.tuned_shown(pilot, beside, 0, carried)[2].data
+    assert line.endswith("at Table 1's 50 local steps a round (10 clients, headroom split) Per-FedAvg at the tuned "
+                         "values diverged on 1 of 2 seeds (seed 0: 82.5 %).")  # fmt: skip

@@ -270,6 +270,9 @@ def test_the_page_words_for_values_seeds_and_tallies():
     v = pd.Series({0: 80.0, 1: 82.0, 2: 84.0, 3: 10.0})
     assert cell_text(v, [0, 1, 2]) == "82.0 ± 5.0"  # seed 3 left out; t(0.975, 2) × 2 / √3 = 4.97
     assert cell_text(v, [0, 1, 2, 5]) == "82.0 ± 5.0 (3 seeds)" and cell_text(v, [7]) == "—"
+    worst = pd.Series({0: 50.0, 1: 60.0, 2: float("nan"), 3: 0.0})  # seed 2 without per-client accuracies
+    assert cell_text(v, [0, 1, 2], worst) == "82.0 ± 5.0 (55)"  # the worst 10 % of clients, over the cell's seeds
+    assert cell_text(v, [0, 1, 2], worst * float("nan")) == "82.0 ± 5.0"  # none measured: no brackets
     rows = [{"claim": "Table I: a beats b", "verdict": "reproduces", "kind": "claim"},
             {"claim": "Table I with x (our diagnostic): a beats b", "verdict": "reproduces", "kind": "claim"},
             {"claim": "Mechanism: α follows the data", "verdict": "no difference", "kind": "mechanism", "flags": ["mechanism inert"]},

@@ -537,20 +537,22 @@ def test_table2_claims_judge_every_setting_the_mechanisms_and_fedamp(monkeypatch
     assert (
         claims[4] == f"Table II, {S15}: pFedMB is comparable (±1) to the strongest other method (FedAvg, on validation)"
     )
+    assert claims[5] == f"Table II, {S15}: pFedMB beats Local" and claims[7] == f"Table II, {K15}: pFedMB beats Local"
+    assert c.rows[5]["paper"].endswith("vs Local") and "Local" not in claims[8]  # headline settings only
     assert (
-        claims[6]
+        claims[8]
         == f"Table II, {R15} (not a headline setting): pFedMB beats the strongest other method (FedAvg, on validation)"
     )
-    assert claims[7].startswith("Table II: pFedMB is the most balanced method") and "than FedAvg" in claims[7]
+    assert claims[9].startswith("Table II: pFedMB is the most balanced method") and "than FedAvg" in claims[9]
     assert (
-        claims[8] == f"Table II, {R15} (not a headline setting): FedAvg with fine-tuning is within ±1 point of pFedMB"
+        claims[10] == f"Table II, {R15} (not a headline setting): FedAvg with fine-tuning is within ±1 point of pFedMB"
     )
-    assert claims[9:] == [f"Table II: {m} falls further behind pFedMB in {h} than in {R15}"
-                          for h in (S15, K15) for m in ("FedAMP", "FedFomo")]  # fmt: skip
-    assert c.rows[6]["verdict"] == "reproduces" and c.rows[6]["paper"] == "+7.50 vs FedAvg"
+    assert claims[11:] == [f"Table II: {m} falls further behind pFedMB in {h} than in {R15}"
+                           for h in (S15, K15) for m in ("FedAMP", "FedFomo")]  # fmt: skip
+    assert c.rows[8]["verdict"] == "reproduces" and c.rows[8]["paper"] == "+7.50 vs FedAvg"
     assert c.amp_regime == dict.fromkeys([K15, R15, S15], "local")  # self-weight 0.95 > 0.9
     assert c.amp_end.loc[S15, "σ (chosen)"] == 10.0 and c.amp_end.loc[S15, "self"] == pytest.approx(0.95)
-    assert "FedAMP's attention is inert here: close to Local training in" in c.rows[9]["notes"]
+    assert "FedAMP's attention is inert here: close to Local training in" in c.rows[11]["notes"]
     assert list(c.gap_means.index)[0] == PFEDMB and c.gap_means[PFEDMB] == pytest.approx(0.0)
     assert c.paper_worst["pFedMB"] == pytest.approx(2.5) and c.paper_other == "FedAvg"
     assert c.all_other == "FedAvg" and c.t2_all.shape == (6, 9)

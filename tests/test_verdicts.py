@@ -125,6 +125,9 @@ class _Result:  # what saturation() reads of a SweepResult: arms and per-seed va
     def values(self, arm, metric="mean_acc"):
         return pd.Series([self._m[arm] - 0.1, self._m[arm], self._m[arm] + 0.1])
 
+    def paired(self, a, b, metric="mean_acc"):
+        return self.values(a, metric) - self.values(b, metric)
+
 
 def test_saturation_flags_a_ceiling_or_arms_that_all_agree():
     assert saturation(_Result({"A": 98.5, "B": 90.0})).startswith("saturated: strongest arm 98.5 %")
@@ -487,6 +490,10 @@ def test_a_baseline_reported_above_local_or_fedavg_and_far_below_it_here_is_mark
     # 3.1 below Local: marked; 0.5 below FedAvg: within 1 point; Ditto: no table reports it above; a variant
     # is held against its own variant's Local ("Local (L)", 1 point above: not marked); Local is the reference
     assert marks == {"pFedMe": "pFedMe 3.1 points below Local (pFedHN Table 1 reports it above)"}
+    more = _Result({"FedAvg": 80.0, "Per-FedAvg": 79.5})
+    more.values = lambda a, m="mean_acc": pd.Series({"FedAvg": {0: 80.0, 1: 80.0, 2: 80.0, 3: 90.0, 4: 90.0},
+                                                     "Per-FedAvg": {0: 79.5, 1: 79.5, 2: 79.5}}[a])  # fmt: skip
+    assert weak_arms(more, ["Per-FedAvg"], reported=reported) == {}  # 0.5 below on the seeds both ran, not 4.5
     prefixed = _Result({"A · Local": 90.0, "A · pFedMe": 80.0, "B · Local": 70.0, "B · pFedMe": 69.0})  # pFedMB's names
     assert list(weak_arms(prefixed, ["A · pFedMe", "B · pFedMe"], reported=reported)) == ["A · pFedMe"]
     row = claim_row("X beats pFedMe", verdict([1.0, 1.2, 0.8]), weak=marks)

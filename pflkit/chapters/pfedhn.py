@@ -21,7 +21,7 @@ from ..federated import evaluate
 from ..methods import get_method
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
 from ..pages import claims_tally as tally  # noqa: F401  (the sentence under the claims table)
-from ..pages import folded
+from ..pages import folded, with_worst
 from ..partitions import total_variation
 from ..plots import arm_palette, claims_plot  # importing it shows a notebook's figures with their text size
 from ..results import absent_rival, margin_text
@@ -321,13 +321,6 @@ def tested_clients(rec: dict) -> np.ndarray:
 
     fed = Federation.from_config(dataclasses.replace(config_of(rec), device="cpu"))
     return np.array([len(c.test_idx) > 0 for c in fed.clients])
-
-
-def with_worst(cell: str, worst) -> str:
-    """A table cell of ours with the mean over seeds of its worst 10 % of clients' accuracy in brackets
-    (none where no run has per-client accuracies)."""
-    w = float(np.nanmean(worst)) if len(worst) and not np.isnan(worst).all() else float("nan")
-    return cell if w != w else f"{cell} ({w:.0f})"
 
 
 def table2_table(res, *, hn, baselines, widths, groups, published, data="FMNIST", label="CIFAR-10") -> pd.DataFrame:
@@ -867,11 +860,15 @@ def width_arms(arms: dict, width: str) -> dict:
     return {a.removesuffix(f" ({width})"): c for a, c in arms.items() if a.endswith(f" ({width})")}
 
 
+def _default_rate(pilot, label: str) -> float:
+    """The method's default personal rate (the option the pilot tunes for ``label``): the shared value."""
+    return get_method(pilot.config(label).method).options[pilot.rate[label]][0]
+
+
 def _shared_rate(pilot, label: str) -> tuple[str, float] | None:
     """The pilot's arm of ``label`` at the starting learning rate and the method's default personal rate
     (the shared values our tables used before the pilot), and that rate; None where the grid lacks it."""
-    first, option = pilot.first[label], pilot.rate[label]
-    default = get_method(pilot.config(label).method).options[option][0]
+    first, option, default = pilot.first[label], pilot.rate[label], _default_rate(pilot, label)
     hit = [a for a, c in first.grids[label].items() if c.options.get(option, default) == default]
     return (hit[0], default) if hit else None
 
@@ -884,8 +881,7 @@ def tuned_why(pilot, shared_lr: float, width: str, seed: int) -> dict[str, str]:
     table = pilot.table().set_index(["method", "learning rate", "personal rate"])
     why = {}
     for label, option in pilot.rate.items():
-        chosen = pilot.config(label)
-        default = get_method(chosen.method).options[option][0]
+        chosen, default = pilot.config(label), _default_rate(pilot, label)
         ours, best = (table.loc[(label, lr, r), pilot.second[label].by] for lr, r in ((shared_lr, default), (chosen.lr, chosen.options[option])))  # fmt: skip
         why[label] = (f"untuned in this table: it runs at the shared learning rate {shared_lr:g} and personal rate {default:g}; "
                       f"Appendix B's grid on validation (Table 2's headroom split, size {width}, seed {seed}; laboratory "
@@ -937,9 +933,11 @@ def tuned_beside(pilot, res, seed: int, width: str, *, hn: str, groups, fresh=No
     return pd.DataFrame(rows)
 
 
-def tuned_shown(pilot, beside: pd.DataFrame, seed: int) -> list:
+def tuned_shown(pilot, beside: pd.DataFrame, seed: int, carried=None) -> list:
     """What the page shows of the tuning pilot: its every setting (rates as written), the tuned baselines
-    beside Table 2's arms (:func:`tuned_beside`, the hypernetwork first), and a sentence on what the one seed says."""
+    beside Table 2's arms (:func:`tuned_beside`, the hypernetwork first), and a sentence on what the one seed
+    says; ``carried``: a sweep whose "Per-FedAvg" arm runs the tuned values on Table 1's protocol (its
+    seeds: how many diverged, :func:`carried_text`)."""
     grid = pilot.table()
     grid[["learning rate", "personal rate"]] = grid[["learning rate", "personal rate"]].map(lambda v: f"{v:g}")
     b = beside.assign(method=beside.arm.str.replace(r" \([SML]\)$", "", regex=True))
@@ -960,8 +958,20 @@ def tuned_shown(pilot, beside: pd.DataFrame, seed: int) -> list:
             + (f", and the best of our tables' other baselines, {best.arm}, {best['test accuracy (%)']:.1f} %" if best is not None else "")
             + ". One seed makes no claim. Table 2 on the headroom split runs pFedMe and Per-FedAvg at the tuned "
             "values; the other tables still run them at the shared ones until a pilot of their own, which their "
-            "weak-baseline marks say.")  # fmt: skip
+            "weak-baseline marks say." + (f" {carried_text(carried, 'Per-FedAvg')}" if carried is not None else ""))  # fmt: skip
     return [page_table(grid), page_table(beside), Markdown(text)]
+
+
+def carried_text(res, arm: str) -> str:
+    """Whether the tuned values carry to another protocol: on how many of its seeds ``arm``'s run in ``res``
+    diverged, and the others' test accuracy at their end."""
+    recs = {s: res[arm, s] for s in res.seeds if (arm, s) in res.records}
+    bad = [s for s, r in recs.items() if r.get("diverged")]
+    cfg = next(iter(recs.values()))["config"]
+    ok = ", ".join(f"seed {s}: {100 * r['final']['mean_acc']:.1f} %" for s, r in recs.items() if s not in bad)
+    return (f"They need not carry: at Table 1's {cfg['local_steps']} local steps a round ({cfg['clients']} clients, "
+            f"headroom split) {arm} at the tuned values diverged on {len(bad)} of {len(recs)} seeds"
+            + (f" ({ok})." if ok else "."))  # fmt: skip
 
 
 def option_checks(res, n0: int, updates: int, clip: float, averaged: str, no_clip: str) -> list[str]:

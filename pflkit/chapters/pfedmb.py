@@ -473,13 +473,17 @@ def pilot_table(tuning) -> pd.DataFrame:
     return tuning.table().rename(index=value_words, level="setting")
 
 
-def cell_text(values: pd.Series, seeds) -> str:
+def cell_text(values: pd.Series, seeds, worst: pd.Series | None = None) -> str:
     """A table cell over ``seeds`` only (``values``: per seed): mean ± 95 % interval, with the
-    number of seeds when some of ``seeds`` are missing (diverged, not run), "—" when none is there."""
+    number of seeds when some of ``seeds`` are missing (diverged, not run), "—" when none is there;
+    ``worst`` (per seed): the worst 10 % of the clients' accuracy, its mean over those seeds in brackets."""
+    from ..pages import with_worst
+
     v = values[values.index.isin(list(seeds))].dropna()
     if v.empty:
         return "—"
-    return fmt_interval(v) + (f" ({seeds_text(len(v))})" if len(v) < len(list(seeds)) else "")
+    cell = fmt_interval(v) + (f" ({seeds_text(len(v))})" if len(v) < len(list(seeds)) else "")
+    return cell if worst is None else with_worst(cell, worst[worst.index.isin(list(v.index))])
 
 
 def is_our_check(row: dict) -> bool:
