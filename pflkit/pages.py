@@ -383,6 +383,15 @@ def prose(value, none: str = "all") -> str:
     return str(value)
 
 
+def claim_bullets(rows: list[dict], notes: bool = False) -> str:
+    """Claims-table rows as the Markdown bullets that follow a table or figure, one way for every chapter:
+    each claim, its word with its flags, our difference and interval (:func:`pflkit.verdicts.say`); with
+    ``notes``, the row's notes too, in bold with the word (:func:`pflkit.verdicts.in_words`)."""
+    from .verdicts import in_words, say
+
+    return "\n".join(f"* {r['claim']}: " + (f"**{in_words(r)}**" if notes else say(r)) + "." for r in rows)
+
+
 def with_worst(cell: str, worst) -> str:
     """A table cell of ours with the mean over seeds of its worst 10 % of clients' accuracy in brackets
     (``worst``: per seed, :func:`pflkit.sweeps.worst_clients`; none where no run has per-client accuracies)."""

@@ -552,13 +552,14 @@ def test_federations_build_each_seed_once(monkeypatch):
 
 
 def test_claim_bullets_and_counts_text():
-    from pflkit.chapters.fedmn_page import claim_bullets, counts_text
+    from pflkit.chapters.fedmn_page import counts_text
+    from pflkit.pages import claim_bullets
 
     ours = {"ours (a − b, 95 % CI)": "+2.0 [+1.0, +3.0]"}
     rows = [{"claim": "A beats B", "verdict": "reproduces", "budget": "", **ours},
             {"claim": "C beats D", "verdict": "inconclusive", "budget": "budget-limited", **ours},
             {"claim": "E beats F", "verdict": "reproduces", "budget": "", **ours}]  # fmt: skip
-    text = claim_bullets(rows).data
+    text = claim_bullets(rows, notes=True)
     assert text.count("\n") == 2 and text.startswith("* A beats B: **reproduces") and "+2.0 [+1.0, +3.0]**." in text
     counts = counts_text(rows, 12).data
     assert counts.startswith("3 claims: 2 reproduces, 1 inconclusive; 1 of them") and counts.endswith("shows 12 runs.")

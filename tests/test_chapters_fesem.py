@@ -62,7 +62,6 @@ from pflkit.chapters.fesem_page import (
     budget_line,
     cfl_line,
     chapter_cost,
-    claim_lines,
     client_images,
     cluster_notes,
     cluster_rows,
@@ -305,9 +304,11 @@ def test_full_tables_split_the_wide_tables_into_narrow_ones():
 
 def test_claim_lines_give_each_claim_its_word_and_numbers():
     rows = [verdict_row("clusters are groups", verdict([0.1, 0.2, 0.15], unit="ARI"))]
-    text = claim_lines(rows)
+    from pflkit.pages import claim_bullets
+
+    text = claim_bullets(rows, notes=True)
     assert text.startswith("* clusters are groups: **") and "0.15" in text and text.count("\n") == 0
-    assert claim_lines([]) == ""
+    assert claim_bullets([], notes=True) == ""
 
 
 def test_ring_layout_puts_every_client_on_a_ring_around_its_own_centre():

@@ -380,7 +380,8 @@ def test_setup_rows_say_ours_beside_the_papers():
 
 
 def test_short_claims_bullets_and_the_compact_table():
-    from pflkit.chapters.pfedmb import Compact, claim_bullets, mechanism_line, short_claim
+    from pflkit.chapters.pfedmb import Compact, mechanism_line, short_claim
+    from pflkit.pages import claim_bullets
 
     assert short_claim("Table II, X: pFedMB beats the best other method (FedAvg, on validation)") == (
         "Table II, X: pFedMB beats the best other method"
@@ -396,7 +397,7 @@ def test_short_claims_bullets_and_the_compact_table():
     bullets = claim_bullets(rows).splitlines()
     assert (
         bullets[0]
-        == "* Table I: a beats b (mean over rounds): **reproduces · saturated**, +2.2 [+0.8, +3.5] (7 seeds)."
+        == "* Table I: a beats b (mean over rounds): **reproduces** · *saturated*, +2.2 [+0.8, +3.5] (7 seeds)."
     )
     assert bullets[1] == "* Table III: many classes need fewer branches: **not tested**, not testable: 10 classes."
     table = pd.DataFrame(

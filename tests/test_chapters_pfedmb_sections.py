@@ -319,7 +319,7 @@ def test_table1_claims_judge_eq5_and_the_baselines_and_the_pilot_words(shown):
     # one pilot seed tests nothing: every claim reads "not tested" there, unlike on the three seeds
     assert out.pilot_words.startswith("Every claim here is judged on every seed its arms ran (3 seeds). On the pilot")
     assert "*Table I: pFedMB beats FedAvg* read *not tested*, where all the seeds give *reproduces*" in out.pilot_words
-    assert "* Table I: pFedMB beats FedAvg: **reproduces · larger than the paper's**" in text(shown)
+    assert "* Table I: pFedMB beats FedAvg: **reproduces** · *larger than the paper's*" in text(shown)
 
 
 def test_scale_diagnostic_compares_eq5_and_eq6_at_both_scales(shown):

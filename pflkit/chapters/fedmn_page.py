@@ -474,16 +474,6 @@ def table2_heading(name: str, cfg) -> str:
             f"FedMN [{cfg.options.get('arch', '').replace(',', '×')}]")  # fmt: skip
 
 
-def claim_bullets(rows: list[dict]):
-    """The claims as a Markdown list: each claim and its verdict in words.
-    Used under the claims of Table II, Figure 2, the routing, departures and concept-shift sections."""
-    from IPython.display import Markdown
-
-    from ..verdicts import in_words
-
-    return Markdown("\n".join(f"* {r['claim']}: **{in_words(r)}**." for r in rows))
-
-
 def table2_shown(table: pd.DataFrame, pub: pd.DataFrame, fallbacks: dict, heading: str = "") -> list:
     """What Table II's section shows: a line per method whose rate diverged on some seed, then the table
     beside the paper's CIFAR-10 and EMNIST, and folded, beside all four of the paper's datasets; with a

@@ -114,15 +114,6 @@ def styled(table: pd.DataFrame):
     return table.style.hide(axis="index")
 
 
-def claim_lines(rows) -> str:
-    """Claims-table rows (:func:`~pflkit.verdicts.claim_row`) as the Markdown bullets that follow a
-    table or figure: each claim, then its word with flags, our difference and its notes.
-    Used under *Tables 2 and 3*, *Figure 3*, *Figure 4* and *Figure 5*."""
-    from ..verdicts import in_words
-
-    return "\n".join(f"* {r['claim']}: **{in_words(r)}**." for r in rows)
-
-
 def ring_layout(xy, cxy, labels, radius: float) -> np.ndarray:
     """Where Figure 4 draws each client: on a ring of ``radius`` around its cluster's centre ``cxy``,
     the members of a cluster evenly spaced (a lone member on the ring's top).  The clients' own

@@ -615,14 +615,6 @@ def setup_rows(
     ]
 
 
-def claim_bullets(rows: list[dict]) -> str:
-    """Claims as the bullets under a table or figure: each claim with its verdict word and flags
-    (bold) and our difference with its interval; the notes stay in the claims table's fold."""
-    from ..verdicts import verdict_text
-
-    return "\n".join(f"* {r['claim']}: **{verdict_text(r, bold=False)}**, {r['ours (a − b, 95 % CI)']}." for r in rows)
-
-
 def short_claim(text: str) -> str:
     """A claim without its trailing parenthesis (the comparator and how it was chosen, the quantity
     measured): "Table II, X: pFedMB beats the strongest other method (FedAvg, on validation)" ->

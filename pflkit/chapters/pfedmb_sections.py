@@ -40,7 +40,7 @@ from ..experiments import (
 from ..methods import display_name, get_method
 from ..methods.pfedmb import combined_model, multi_branch
 from ..models import build_model, n_params
-from ..pages import fit, folded, glue_findings, glue_values, prose, setup_card
+from ..pages import claim_bullets, fit, folded, glue_findings, glue_values, prose, setup_card
 from ..verdicts import RESOLUTION, PaperMargin, claim_row, fmt_interval, interval, seeds_text, verdict, words_text
 from .pfedmb import (
     PFEDMB,
@@ -55,7 +55,6 @@ from .pfedmb import (
     arm,
     cell_text,
     chosen_text,
-    claim_bullets,
     collaboration,
     derived_claim,
     diverged_note,
