@@ -280,6 +280,7 @@ def test_readable_names_columns_marks_rising_arms_and_dashes_missing_values():
     t = readable(side_table(), MAIN_COLUMNS, short=True)
     assert list(t.columns) == ["method", *MAIN_COLUMNS.values()]
     assert "ARI, ours" in readable(side_table().drop(columns="worst 10 % of clients"), MAIN_COLUMNS)  # what it has
+    assert t["worst 10 % of clients, ours"].tolist() == ["60.1", "64.0"]  # one decimal, as the paper's numbers
     assert t["method"].tolist() == ["FedAvg", "FeSEM(4) ↗"]  # still improving: marked
     assert t.loc[0, "micro acc, paper (FEMNIST)"] == "84.9" and t.loc[1, "micro acc, paper (FEMNIST)"] == "—"
     assert t.loc[1, "micro acc, ours"] == "79.1 ± 0.5"  # short: the note on the common seeds goes to the notes

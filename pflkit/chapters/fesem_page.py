@@ -100,7 +100,7 @@ def readable(table: pd.DataFrame, columns=None, rising: bool = True, short: bool
     if short:
         out = out.apply(lambda col: col.map(lambda v: v.split(" (")[0] if isinstance(v, str) and "±" in v else v))
     for c in cols:
-        if c.startswith("paper ") and c != "paper's row":
+        if (c.startswith("paper ") and c != "paper's row") or c == WORST_COLUMN:
             out[c] = [f"{v:.1f}" if isinstance(v, (int, float)) and v == v else "—" for v in out[c]]
     out = out.astype(object).where(out.notna() & (out.astype(str) != ""), "—")
     names = [f"{a} ↗" if rising and table.loc[a, "still improving"] == "yes" else a for a in table.index]
