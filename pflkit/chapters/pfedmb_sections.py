@@ -1401,7 +1401,7 @@ def eq2_check(P: Params, full) -> Eq2Check:
         f"parameters: FedAvg's LeNet P = {params:,}; pFedMB's branches = {branch_params:,} = {branch_params / params:.0f} × P; "
         f"α = {mb.alpha_logits.numel()} numbers; the deployed (combined) model = {n_params(deployed):,} = P"
     )
-    display(eq2)
+    display(eq2.style.format({"max |eq.1 − eq.2|": "{:.1e}", "max |output|": "{:.2f}"}).hide(axis="index"))
     return Eq2Check(params, branch_params, eq2, mb)
 
 
