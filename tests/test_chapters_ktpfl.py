@@ -11,51 +11,54 @@ from torch import nn
 from pflkit.chapters.ktpfl import (
     G_RATIO,
     PARTS,
-    STRONG,
     W_SELF,
-    accuracy_view,
-    architecture_table,
     by_architecture,
-    c_heatmap,
-    c_mechanism,
     c_moved,
     c_probe,
-    channel_figure,
     channel_frame,
     channel_last,
-    channel_sentence,
-    chosen_sentence,
-    claim_lines,
     class_order,
-    coefficient_claims,
     coefficient_rows,
-    curves,
-    data_control,
-    factor_claims,
-    figure5_plot,
-    figure5_sentence,
     figure5_table,
-    half_updates_why,
     kt_probe,
     label_similarity,
     last_c,
-    leads,
-    model_cost,
-    model_sizes,
     multiply_adds,
-    muted_palette,
     paper_factors,
-    paper_margin,
     pilots_c_moved,
     round_mb,
     rounds_of_updates,
     sampling_rate,
-    setup_rows,
     soft_vs_parameters,
-    split_claims,
-    split_summary,
+)
+from pflkit.chapters.ktpfl_claims import (
+    c_mechanism,
+    coefficient_claims,
+    data_control,
+    factor_claims,
+    half_updates_why,
+    paper_margin,
     table1_claims,
     table2_claims,
+)
+from pflkit.chapters.ktpfl_page import (
+    STRONG,
+    accuracy_view,
+    architecture_table,
+    c_heatmap,
+    channel_figure,
+    channel_sentence,
+    chosen_sentence,
+    curves,
+    figure5_plot,
+    figure5_sentence,
+    leads,
+    model_cost,
+    model_sizes,
+    muted_palette,
+    setup_rows,
+    split_claims,
+    split_summary,
     table2_frame,
     table2_outcome,
 )
@@ -226,7 +229,9 @@ def test_claim_lines_and_split_claims_keep_each_claims_word_and_flags():
         {"claim": "Table 1: mechanism: c moves", "verdict": "reproduces", "flags": [], "kind": "mechanism",
          "ours (a − b, 95 % CI)": "0.9"},
     ]  # fmt: skip
-    text = claim_lines(rows[:1])
+    from pflkit.pages import claim_bullets
+
+    text = claim_bullets(rows[:1])
     assert text == "* Table 1: KT-pFL beats FedMD: **reproduces** · *budget-limited*, +1.0 [+0.2, +1.8] (3 seeds)."
     table = pd.DataFrame({"verdict": [r["verdict"] for r in rows]}, index=[r["claim"] for r in rows])
     main, noted, own = split_claims(table, rows, aside=("Table 3",))
@@ -489,6 +494,15 @@ def test_table2_claims_data_control_and_coefficient_claims():
     assert head["claim"].startswith("Table 2, 20 clients: KT-pFL (parameters) beats the strongest other method (pFedHN")
     assert head["verdict"] == "reproduces" and head["paper"] == "+1.71 vs pFedHN (20 clients)"
     assert out["claims"][2]["claim"].startswith("Table 2, 20 clients (ours): exchanging parameters")
+    from pflkit.chapters.ktpfl_claims import table2_more_counts
+
+    pubs = pd.DataFrame({"setting": ["100 clients"] * 2, "method": ["KT-pFL", "pFedHN"], "value": [90.0, 88.0]})
+    more = table2_more_counts({20: res, 100: res}, [100], pubs, seeds=[0, 1, 2], inert_c=0.01, kp=kp)
+    assert [r["claim"].split(":")[0] for r in more[:2]] == [
+        "Table 2, 100 clients, KT-pFL (parameters)",
+        "Table 2, 100 clients",
+    ]
+    assert more[1]["paper"] == "+2.00 vs pFedHN (100 clients)" and len(more) == 4  # the mechanism, then the three
     full = sweep_result({"FedAvg + FT, all training images": [record(a) for a in (0.80, 0.82, 0.81)]})
     table, claims = data_control(res, full, 20, ["FedAvg + FT"], pub, (270, 2400), resolution=1.0)
     assert (
@@ -589,7 +603,8 @@ def test_setup_rows_state_ours_beside_the_papers():
 def test_table1_arms_fallback_notes_and_table1_frame():
     import pandas as pd
 
-    from pflkit.chapters.ktpfl import LOCAL, NO_SERVER, TOPK_A, Protocol, fallback_notes, table1_arms, table1_frame
+    from pflkit.chapters.ktpfl import LOCAL, NO_SERVER, TOPK_A, Protocol, fallback_notes, table1_arms
+    from pflkit.chapters.ktpfl_page import table1_frame
 
     p = Protocol(fields=dict(clients=4), splits={"Non-IID_1": {}, "Non-IID_2": {}}, archs="lenet", homog_model="lenet",
                  rounds=2, evals=1, pilot_rounds=1, kt={}, lam={}, lam_default=1.0, kt_params={},
@@ -688,7 +703,7 @@ def test_images_per_client_and_foreign_images():
 def test_factor_table_reads_c_beside_the_papers_values():
     import pandas as pd
 
-    from pflkit.chapters.ktpfl import factor_table
+    from pflkit.chapters.ktpfl_page import factor_table
 
     res = sweep_result(
         {
@@ -705,7 +720,8 @@ def test_factor_table_reads_c_beside_the_papers_values():
 def test_figure5_claims_summary_and_cost_sentence():
     import pandas as pd
 
-    from pflkit.chapters.ktpfl import claims_summary, cost_sentence, figure5_claims
+    from pflkit.chapters.ktpfl_claims import figure5_claims
+    from pflkit.chapters.ktpfl_page import claims_summary, cost_sentence
 
     d = {"batch sent": pd.Series([0.9, 1.0, 1.1]), "as run": pd.Series([2.0, 2.1, 2.2])}
     rows = figure5_claims(d, "LeNet")
@@ -723,7 +739,7 @@ def test_figure5_claims_summary_and_cost_sentence():
 
 
 def test_prose_values_and_setup_card_read_the_notebooks_parameters():
-    from pflkit.chapters.ktpfl import PROSE_NAMES, SETUP_NAMES, prose_values, setup_markdown
+    from pflkit.chapters.ktpfl_page import PROSE_NAMES, SETUP_NAMES, prose_values, setup_markdown
     from pflkit.engine import RunConfig
 
     ns = dict.fromkeys(PROSE_NAMES, 3) | {"BASELINE_GRIDS": {"fedamp": {"sigma": [0.1, 1.0]}, "pfedme": {"lam": [5.0]}}}
@@ -743,7 +759,7 @@ def test_glue_figure_closes_and_style_page_sets_the_tables_options():
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from pflkit.chapters.ktpfl import glue_figure, style_page
+    from pflkit.chapters.ktpfl_page import glue_figure, style_page
 
     glue_figure("nothing", None)  # a plot with nothing to show glues nothing
     fig = plt.figure()
@@ -830,7 +846,8 @@ def test_table1_runs_runs_each_split_to_its_plan_and_the_headline_pair_on(monkey
 
 
 def test_table2_runs_and_table2_on_set_ours_beside_the_papers_numbers_of_the_dataset(monkeypatch):
-    from pflkit.chapters.ktpfl import table2_on, table2_runs
+    from pflkit.chapters.ktpfl import table2_runs
+    from pflkit.chapters.ktpfl_page import table2_on
     from pflkit.results import paper_results
 
     calls = _fake_runs(monkeypatch, diverged=["FedAvg"])
@@ -955,3 +972,36 @@ def test_per_fedavgs_weak_mark_is_read_at_equal_model_updates():
     assert "round 10 of 20" in why["Per-FedAvg"] and "70.0 % against FedAvg's 50.0 %" in why["Per-FedAvg"]
     assert "2 seeds" in why["Per-FedAvg"]  # seed 2 ran neither arm
     assert half_updates_why(SweepResult({}, ["FedAvg"], [0]), 20) == {}
+
+
+def test_the_coefficients_pilot_reads_in_words():
+    import pandas as pd
+
+    from pflkit.chapters.ktpfl_page import c_moved_view
+
+    t = pd.DataFrame({"max |c − 1/N| after the pilot": [0.95, 0.123456]},
+                     index=["KT-pFL η₃, ρ · c_lr=0.01, rho=0.1 (seed 0)", "KT-pFL (parameters) η₃, ρ · c_lr=10, rho=0.5 (seed 0)"])  # fmt: skip
+    v = c_moved_view(t)
+    assert list(v.index) == ["KT-pFL: η₃ = 0.01, ρ = 0.1 (seed 0)", "KT-pFL (parameters): η₃ = 10, ρ = 0.5 (seed 0)"]
+    assert v.iloc[1, 0] == 0.12 and v.index.name == "pilot arm"
+
+
+def test_an_arm_below_fedavg_where_each_client_trains_twice_is_explained_by_its_budget():
+    from pflkit.chapters.ktpfl_claims import undertrained_why
+
+    hist = [(r, 0.3 + 0.02 * r) for r in range(1, 21)]
+    res = sweep_result({"FedAvg": [record(0.6, method="fedavg", rounds=20, hist=hist, val=None)] * 3,
+                        "pFedMe": [record(0.5, method="pfedme", rounds=20, hist=hist)] * 3})  # fmt: skip
+    for r in res.records.values():
+        r["config"] = r["config"] | {"sample_rate": 0.1}
+        r["improving"] = 3.0  # the stored gain over the last fifth: still rising
+    why = undertrained_why(res, 100)
+    assert list(why) == ["pFedMe"] and "each client trains about 2 times in 20 rounds" in why["pFedMe"]
+    assert "(FedAvg " in why["pFedMe"] and "3 seeds" in why["pFedMe"]
+    assert undertrained_why(sweep_result({"pFedMe": [record(0.5)]}), 100) == {}  # no FedAvg: nothing to say
+    falling = sweep_result({"FedAvg": [record(0.6, method="fedavg", rounds=20, hist=hist)] * 3,
+                            "Per-FedAvg": [record(0.2, rounds=20, hist=hist[::-1])] * 3})  # fmt: skip
+    for (arm, _), r in falling.records.items():
+        r["config"] = r["config"] | {"sample_rate": 0.1}
+        r["improving"] = 3.0 if arm == "FedAvg" else -2.0
+    assert undertrained_why(falling, 100) == {}  # an arm that falls is not under-trained
