@@ -958,7 +958,7 @@ def tuned_shown(pilot, beside: pd.DataFrame, seed: int, carried=None) -> list:
             + (f", and the best of our tables' other baselines, {best.arm}, {best['test accuracy (%)']:.1f} %" if best is not None else "")
             + ". One seed makes no claim. Table 2 on the headroom split runs pFedMe and Per-FedAvg at the tuned "
             "values; the other tables still run them at the shared ones until a pilot of their own, which their "
-            "weak-baseline marks say." + (f" {carried_text(carried, 'Per-FedAvg')}" if carried is not None else ""))  # fmt: skip
+            "weak-baseline marks say." + (f" {carried_text(carried, 'Per-FedAvg')}" if carried is not None else "").rstrip())  # fmt: skip
     return [page_table(grid), page_table(beside), Markdown(text)]
 
 
@@ -966,6 +966,8 @@ def carried_text(res, arm: str) -> str:
     """Whether the tuned values carry to another protocol: on how many of its seeds ``arm``'s run in ``res``
     diverged, and the others' test accuracy at their end."""
     recs = {s: res[arm, s] for s in res.seeds if (arm, s) in res.records}
+    if not recs:  # the control did not run (the dry run's arms)
+        return ""
     bad = [s for s, r in recs.items() if r.get("diverged")]
     cfg = next(iter(recs.values()))["config"]
     ok = ", ".join(f"seed {s}: {100 * r['final']['mean_acc']:.1f} %" for s, r in recs.items() if s not in bad)
