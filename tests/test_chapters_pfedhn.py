@@ -1,4 +1,4 @@
-"""The pFedHN chapter's probes and measurements (pflkit.chapters.pfedhn)."""
+"""The pFedHN chapter's experiment, claims and page (pflkit.chapters.pfedhn, pfedhn_claims, pfedhn_page)."""
 
 from __future__ import annotations
 
@@ -12,49 +12,55 @@ import pandas as pd
 import pytest
 
 import pflkit.chapters.pfedhn as ch
+import pflkit.chapters.pfedhn_claims as chc
+import pflkit.chapters.pfedhn_page as chp
 from pflkit.chapters.pfedhn import (
     NovelProbe,
-    ablation_claims,
-    claims_markdown,
     client_spread,
-    diffs56,
-    embedding_claims,
     embedding_probe,
     embedding_scores,
-    headroom_claims,
-    headroom_rows,
     hn_size_acc,
-    lead_claims,
     mix_probe,
-    not_run,
-    novel_claims,
-    novel_diffs,
     novel_rows,
     own_minus_other,
-    page_table,
     paper_t1,
     per_round_of,
-    prop1_claims,
     purity,
     purity_gains,
     run_config,
-    setup_rows,
     size_swap_probe,
     size_swaps,
-    size_trend,
-    spectral_claim,
     swap_probe,
     t1_best,
     t1_seed_plan,
     t1_text,
+    with_budget,
+)
+from pflkit.chapters.pfedhn_claims import (
+    ablation_claims,
+    diffs56,
+    embedding_claims,
+    headroom_claims,
+    headroom_rows,
+    lead_claims,
+    novel_claims,
+    novel_diffs,
+    prop1_claims,
+    spectral_claim,
     table1_claims,
-    table1_rows,
-    table1_wide,
     table2_claims,
     table2_diffs,
-    table2_table,
     table2h_rows,
-    with_budget,
+)
+from pflkit.chapters.pfedhn_page import (
+    claims_markdown,
+    not_run,
+    page_table,
+    setup_rows,
+    size_trend,
+    table1_rows,
+    table1_wide,
+    table2_table,
 )
 from pflkit.engine import Federation, RunConfig, run
 from pflkit.methods import get_method
@@ -651,32 +657,33 @@ def test_table2_arms_split_the_baselines_by_size():
 
 def test_option_checks_and_texts_say_the_numbers():
     res = SimpleNamespace(compare=lambda a, b: f"{a} vs {b}")
-    checks = ch.option_checks(res, 10, 1000, 50.0, "avg", "noclip")
+    checks = chp.option_checks(res, 10, 1000, 50.0, "avg", "noclip")
     assert len(checks) == 2 and "pFedHN vs avg" in checks[0] and "norm 50 (10 clients)" in checks[1]
     table = pd.DataFrame({"Local val_mean_acc (%)": [61.25]}, index=["4 classes, 100 images"])
-    text = ch.headroom_choice(table, "4 classes, 100 images", 4, 100, 300, 0, 70.0)
+    text = chp.headroom_choice(table, "4 classes, 100 images", 4, 100, 300, 0, 70.0)
     assert "**4 classes and 100 training images per client**" in text and "61.2 %" in text and "70.0 %" in text
-    assert "**7 seeds**, at most 10; this build ran 5" in ch.headroom_plan_text(3, 0.9, 7, 10, 5)
-    assert "90 % upper bound" in ch.headroom_plan_text(3, 0.9, 7, 10, 5)
+    assert "**7 seeds**, at most 10; this build ran 5" in chp.headroom_plan_text(3, 0.9, 7, 10, 5)
+    assert "90 % upper bound" in chp.headroom_plan_text(3, 0.9, 7, 10, 5)
     avg = "pFedHN, averaged"
     arms = {
         "pFedHN": SimpleNamespace(rounds=100),
         avg: SimpleNamespace(rounds=20),
         "FedAvg": SimpleNamespace(rounds=20),
     }
-    steps = ch.steps_text(arms, 100, avg, 5)
+    steps = chp.steps_text(arms, 100, avg, 5)
     assert "took 100 hypernetwork steps" in steps and "took 20 steps" in steps and "20 rounds of 5" in steps
     comm = pd.DataFrame({"KB per message": [12.4]}, index=["pFedHN-PC"])
-    assert ch.comm_text(10, 12345, comm).endswith("12,345; pFedHN-PC's message (the feature extractor only): 12 KB.")
-    assert "at most 4×" in ch.budget_intro(4) and "pilot of 3 seeds, at most 10 seeds" in ch.plans_intro("3 seeds", 10)
-    assert ch.images_text((None, None)) == "all the training and test"
-    assert ch.images_text((3000, 1000)) == "3000 training and 1000 test"
-    assert ch.glue_params({"A": 1, "b": 2}, {"d": 3}, {"X": 4}) == {"A": 1, "PROP1_D": 3, "X": 4}
+    assert chp.comm_text(10, 12345, comm).endswith("12,345; pFedHN-PC's message (the feature extractor only): 12 KB.")
+    assert "at most 4×" in chp.budget_intro(4)
+    assert "pilot of 3 seeds, at most 10 seeds" in chp.plans_intro("3 seeds", 10)
+    assert chp.images_text((None, None)) == "all the training and test"
+    assert chp.images_text((3000, 1000)) == "3000 training and 1000 test"
+    assert chp.glue_params({"A": 1, "b": 2}, {"d": 3}, {"X": 4}) == {"A": 1, "PROP1_D": 3, "X": 4}
 
 
 def test_headroom_plan_pools_the_swaps_apart():
     diffs = {"a − b": [1.0, 1.2, 0.8], "c − b": [2.0, 2.1, 1.9], "own − other": [5.0, -5.0, 5.0]}
-    plan = ch.headroom_plan(diffs, ["own − other"], cap=10, resolution=1.0)
+    plan = chc.headroom_plan(diffs, ["own − other"], cap=10, resolution=1.0)
     assert list(plan.index) == ["a − b", "c − b", "own − other"]
     alone = ch.seed_plan({"own − other": diffs["own − other"]}, cap=10, resolution=1.0)
     assert plan.loc["own − other"].equals(alone.loc["own − other"])  # its own spread, not the pooled one
@@ -686,7 +693,7 @@ def test_tally_counts_the_verdicts_and_the_budget_flags():
     rows = [{"verdict": "reproduced", "budget": ""}, {"verdict": "reproduced", "budget": "budget-limited"},
             {"verdict": "refuted", "budget": ""}]  # fmt: skip
     assert (
-        ch.tally(rows)
+        chp.tally(rows)
         == "3 claims: 2 reproduced, 1 refuted; 1 of them rest on runs still improving at the end of their budget."
     )
 
@@ -697,7 +704,7 @@ def test_comm_table_and_c5_summary_read_the_finals():
         r["comm"] = {"bytes_up": up, "bytes_down": 2 * up}
         return r
 
-    trainable, fixed = ch.C5_ARMS
+    trainable, fixed = chc.C5_ARMS
     res = result(
         {
             trainable: [rec(80, 1000), rec(81, 1000), rec(82, 1000)],
@@ -709,7 +716,7 @@ def test_comm_table_and_c5_summary_read_the_finals():
     assert list(comm.columns) == ["MB up", "MB down", "KB per message"] and comm.index.name == "method"
     paper = pd.DataFrame({"table": ["Appendix C.5"] * 2, "setting": ["50 clients / fixed embedding", "50 clients / trainable embedding"],
                           "value": [84.0, 83.5]})  # fmt: skip
-    row, extra, table = ch.c5_summary(res, paper, "C.5 claim", 2.0, None)
+    row, extra, table = chc.c5_summary(res, paper, "C.5 claim", 2.0, None)
     assert extra == pytest.approx(500) and row["claim"] == "C.5 claim" and "+0.5" in row["paper"]
     assert set(table.index) == {trainable, fixed}
 
@@ -727,7 +734,7 @@ def test_spectral_shrink_divides_the_plain_spread():
     assert len(s) == 2 * 2 * 2 and set(s.arm) == {"every", "spared"}
     assert s[(s.arm == "every") & (s.tensor == "w")]["shrink (×)"].tolist() == [2.0, 2.0]
     rng = s.groupby("arm")["shrink (×)"].agg(["min", "median", "max"])
-    text = ch.shrink_text(rng, "every", "spared")
+    text = chp.shrink_text(rng, "every", "spared")
     assert "1.0× to 2.0× (median 1.5×)" in text and "sparing the heads, 1.0× to 3.0×" in text
 
 
@@ -759,18 +766,18 @@ def _texts(fig):
 def test_draw_fig2_has_the_gap_and_the_novel_panels():
     novel = pd.DataFrame({"method": ["pFedHN", "Per-FedAvg"] * 4, "alpha": [0.1, 0.1, 1.0, 1.0] * 2, "seed": [0] * 4 + [1] * 4,
                           "TV to nearest": np.linspace(0.1, 0.8, 8), "gap": np.linspace(-5, 1, 8), "acc_novel": np.linspace(60, 90, 8)})  # fmt: skip
-    fig = ch.draw_fig2(novel)
+    fig = chp.draw_fig2(novel)
     titles, xlabels = _texts(fig)
     assert titles == ["Figure 2: generalization gap", "Figure 7: pFedHN, novel clients"]
     assert xlabels[1] == "TV distance to the nearest training client" and fig.axes[0].get_xscale() == "log"
-    means = ch.fig2_means(novel)
+    means = chp.fig2_means(novel)
     assert len(means) == 4 and means.set_index(["method", "alpha"]).loc[("pFedHN", 0.1), "gap"] == pytest.approx(
         -5 + 6 / 7 * 2
     )
 
 
 def test_draw_fig3_labels_clients_by_their_classes():
-    fig = ch.draw_fig3([[0.9, 0.1], [0.2, 0.8]], [[0, 1], [2, 3]], ["T-shirt/top", "Trouser", "Pullover", "Dress"], 0)
+    fig = chp.draw_fig3([[0.9, 0.1], [0.2, 0.8]], [[0, 1], [2, 3]], ["T-shirt/top", "Trouser", "Pullover", "Dress"], 0)
     ax = fig.axes[0]
     assert ax.get_title() == "Figure 3 (seed 0), row-normalised"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["T-shirt & Trouser", "Pullover & Dress"]
@@ -780,7 +787,7 @@ def test_draw_fig3_labels_clients_by_their_classes():
 def test_draw_fig4_has_a_panel_per_embedding_set():
     rng = np.random.default_rng(0)
     emb = {"initial (random)": rng.normal(size=(6, 3)), "trained, a": rng.normal(size=(6, 3))}
-    fig = ch.draw_fig4(emb, ["tops", "tops", "shoes", "shoes", "bags", "bags"], 0)
+    fig = chp.draw_fig4(emb, ["tops", "tops", "shoes", "shoes", "bags", "bags"], 0)
     assert [ax.get_title() for ax in fig.axes] == list(emb) and fig._suptitle.get_text().endswith("seed 0")
     assert fig.axes[-1].get_legend() is not None and fig.axes[0].get_legend() is None
 
@@ -791,7 +798,7 @@ def test_draw_fig56_has_the_three_ablation_panels():
         {"arm": ["embed_dim=5", "embed_dim=35", "hn_layers=2", "hn_layers=3"] * 2, "mean_acc": np.arange(8.0)}
     )
     res = SimpleNamespace(history=lambda: hist, finals=lambda: fin)
-    fig = ch.draw_fig56(
+    fig = chp.draw_fig56(
         res, {"K=1": 0, "K=5": 0}, {"embed_dim=5": 0, "embed_dim=35": 0}, {"hn_layers=2": 0, "hn_layers=3": 0}
     )
     titles = [ax.get_title() for ax in fig.axes]
@@ -800,7 +807,7 @@ def test_draw_fig56_has_the_three_ablation_panels():
 
 
 def test_draw_claims_says_when_no_claim_has_an_interval():
-    fig = ch.draw_claims([])
+    fig = chp.draw_claims([])
     assert [t.get_text() for t in fig.texts] == ["no claim has an interval at this profile"]
 
 
@@ -813,7 +820,7 @@ def test_draw_curves_has_two_panels_per_client_count():
         "pFedHN": SimpleNamespace(sample_rate=0.1, clients=10),
         "FedAvg": SimpleNamespace(sample_rate=0.5, clients=10),
     }
-    fig = ch.draw_curves({10: res, 50: res}, {10: arms, 50: arms})
+    fig = chp.draw_curves({10: res, 50: res}, {10: arms, 50: arms})
     assert [ax.get_title() for ax in fig.axes] == [
         "10 clients",
         "10 clients: hypernetwork steps",
@@ -982,11 +989,11 @@ def test_table1_shown_and_claims_set_each_dataset_beside_the_papers_same_dataset
         {"table": "Table 1", "dataset": ["CIFAR10"] * 3 + ["CIFAR100"] * 3, "setting": "10 clients",
          "method": ["pFedHN", "pFedHN-PC", "Local"] * 2, "value": [90.83, 92.47, 86.46, 65.74, 68.15, 58.98]}
     )  # fmt: skip
-    shown = ch.table1_shown(t1, paper, ["cifar10", "cifar100"])
+    shown = chp.table1_shown(t1, paper, ["cifar10", "cifar100"])
     assert len(shown) == 6 and [shown[0].data, shown[3].data] == ["**CIFAR-10**", "**CIFAR-100**"]
     assert shown[1].data.iloc[0].tolist()[2] == "90.8" and shown[4].data.iloc[0].tolist()[2] == "65.7"
-    assert len(ch.table1_shown({"fashion-mnist": t1["cifar10"]}, paper, ["fashion-mnist"])) == 2  # no heading
-    rows, lines, means = ch.table1_claims_all(t1, ["cifar10", "cifar100"], paper, 1.0)
+    assert len(chp.table1_shown({"fashion-mnist": t1["cifar10"]}, paper, ["fashion-mnist"])) == 2  # no heading
+    rows, lines, means = chc.table1_claims_all(t1, ["cifar10", "cifar100"], paper, 1.0)
     assert [r["claim"] for r in rows] == [
         t1_text(10, hn, "Local", w) for w in ("", ", CIFAR-100") for hn in ("pFedHN", "pFedHN-PC")
     ]
@@ -998,16 +1005,16 @@ def test_table2_shown_and_claims_on_every_dataset():
     res, groups, published = table2_result()
     args = dict(hn="HN", baselines=["FedAvg", "Local"], widths=["S", "M"])
     t2, pub = {"cifar10": res, "cifar100": res}, {"cifar10": published, "cifar100": published}
-    shown = ch.table2_shown(t2, ["cifar10", "cifar100"], pub, args=args, groups=groups)
+    shown = chp.table2_shown(t2, ["cifar10", "cifar100"], pub, args=args, groups=groups)
     assert len(shown) == 4 and shown[2].data == "**CIFAR-100**"
     assert "ours, CIFAR-100 (%)" not in shown[3].data.columns and "ours CIFAR-100 S" in shown[3].data.columns
-    rows, lines, plans = ch.table2_claims_all(t2, ["cifar10", "cifar100"], pub, args=args, groups=groups, cap=10,
+    rows, lines, plans = chc.table2_claims_all(t2, ["cifar10", "cifar100"], pub, args=args, groups=groups, cap=10,
                                               resolution=1.0)  # fmt: skip
     assert [r["claim"].split(":")[0] for r in rows] == ["Table 2, size S", "Table 2, size M", "Table 2, CIFAR-100, size S",
                                                          "Table 2, CIFAR-100, size M"]  # fmt: skip
     assert rows[2]["paper"] == "+3.0 vs pFedMe (CIFAR-100)" and list(plans) == ["cifar10", "cifar100"]
     assert lines[0] == "**CIFAR-10**" and lines[3] == "**CIFAR-100**"
-    one, _, _ = ch.table2_claims_all({"fashion-mnist": res}, ["fashion-mnist"], {"fashion-mnist": published}, args=args,
+    one, _, _ = chc.table2_claims_all({"fashion-mnist": res}, ["fashion-mnist"], {"fashion-mnist": published}, args=args,
                                      groups=groups, cap=10, resolution=1.0)  # fmt: skip
     assert one[0]["paper"] == "+3.0 vs pFedMe (CIFAR-10)"  # `book`: the paper's CIFAR-10 column, for orientation
 
@@ -1065,7 +1072,7 @@ def test_the_tuned_baselines_explain_their_weak_marks_with_the_pilots_numbers(tm
     assert list(configs) == ["pFedMe", "Per-FedAvg"]
     pilot = tune_rates(configs, ch.RATE, [0.005, 0.05], [0.01, 0.05], [0], tmp_path, start_lr=0.005, workers=1,
                        progress=False)  # fmt: skip
-    why = ch.tuned_why(pilot, 0.005, "M", 0)
+    why = chc.tuned_why(pilot, 0.005, "M", 0)
     table = pilot.table().set_index(["method", "learning rate", "personal rate"])
     for label in configs:
         chosen = pilot.config(label)
@@ -1090,17 +1097,17 @@ def test_the_tuned_baselines_are_shown_beside_the_tables_arms_with_what_one_seed
     grid = pd.DataFrame([{"method": "pFedMe", "learning rate": 0.005, "personal rate": 0.01, "val_mean_acc": "47.9",
                           "chosen": ""}])  # fmt: skip
     pilot = SimpleNamespace(rate={"pFedMe": "personal_lr"}, table=lambda: grid.copy())
-    shown = ch.tuned_shown(pilot, beside, 0)
+    shown = chp.tuned_shown(pilot, beside, 0)
     assert shown[0].data["learning rate"].iloc[0] == "0.005"  # a rate as written, not rounded away
     text = shown[2].data
     assert "the tuned pFedMe 84.5 % (at the shared values: 48.3 %)" in text and "as Algorithm 1 has it, 87.6 %" in text
     assert "the hypernetwork 86.9 %" in text and "LG-FedAvg (M), 81.5 %" in text
-    alone = ch.tuned_shown(pilot, beside[~beside.setting.str.startswith("our")], 0)[2].data  # smoke: no such arms
+    alone = chp.tuned_shown(pilot, beside[~beside.setting.str.startswith("our")], 0)[2].data  # smoke: no such arms
     assert "the tuned pFedMe 84.5 % (at the shared values: 48.3 %);" in alone and "best of our tables" not in alone
     cfg = {"local_steps": 50, "clients": 10}
     recs = {("Per-FedAvg", 0): {"config": cfg, "final": {"mean_acc": 0.825}},
             ("Per-FedAvg", 1): {"config": cfg, "final": {"mean_acc": float("nan")}, "diverged": "loss became nan"}}  # fmt: skip
     carried = type("R", (), {"seeds": [0, 1], "records": recs, "__getitem__": lambda self, k: recs[k]})()
-    line = ch.tuned_shown(pilot, beside, 0, carried)[2].data
+    line = chp.tuned_shown(pilot, beside, 0, carried)[2].data
     assert line.endswith("at Table 1's 50 local steps a round (10 clients, headroom split) Per-FedAvg at the tuned "
                          "values diverged on 1 of 2 seeds (seed 0: 82.5 %).")  # fmt: skip
