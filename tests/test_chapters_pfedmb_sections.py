@@ -1,5 +1,6 @@
-"""The pFedMB chapter's sections (pflkit.chapters.pfedmb_sections), one test each, on small synthetic
-sweeps: the values of the tables, texts, figures and claims rows each section builds."""
+"""The pFedMB chapter's sections (pflkit.chapters.pfedmb_sections, pfedmb_pairs, pfedmb_table2 and pfedmb_notes),
+one test each, on small synthetic sweeps: the values of the tables, texts, figures and claims rows each section
+builds."""
 
 from __future__ import annotations
 
@@ -9,20 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import pflkit.chapters.pfedmb_notes as sec_notes
+import pflkit.chapters.pfedmb_pairs as sec_pairs
 import pflkit.chapters.pfedmb_sections as sec
+import pflkit.chapters.pfedmb_table2 as sec_t2
 from pflkit.chapters.pfedmb import PFEDMB, PROSE_NAMES, arm, eval_every, mb_label
-from pflkit.chapters.pfedmb_sections import (
-    EQ5,
-    EQ6,
-    OTHERS,
-    PAIR_MAIN,
-    Eq6Control,
-    PairPartitions,
-    Params,
-    Pilot,
-    Table1,
-    Table2Arms,
-)
+from pflkit.chapters.pfedmb_pairs import PairPartitions, Table1
+from pflkit.chapters.pfedmb_sections import EQ5, EQ6, OTHERS, PAIR_MAIN, Params, Pilot
+from pflkit.chapters.pfedmb_table2 import Eq6Control, Table2Arms
 from pflkit.experiments import MIN_SEEDS, RESOLUTION, SEED_CAP
 from pflkit.sweeps import FINAL_METRICS, SweepResult
 from pflkit.verdicts import mechanism, verdict
@@ -96,8 +91,9 @@ def shown(monkeypatch):
     import matplotlib.pyplot as plt
 
     out = []
-    monkeypatch.setattr(sec, "display", lambda *a: out.extend(a))
-    monkeypatch.setattr(sec, "say", lambda *a, **k: out.append(" ".join(map(str, a))))
+    for module in (sec, sec_pairs, sec_t2, sec_notes):
+        monkeypatch.setattr(module, "display", lambda *a: out.extend(a))
+    monkeypatch.setattr(sec_notes, "say", lambda *a, **k: out.append(" ".join(map(str, a))))
     monkeypatch.setattr(plt, "show", lambda: None)
     return out
 
@@ -108,7 +104,7 @@ def glued(monkeypatch):
     import matplotlib.pyplot as plt
 
     out = {}
-    monkeypatch.setattr(sec, "_glue_figure", lambda name: out.__setitem__(name, plt.gcf()))
+    monkeypatch.setattr(sec_notes, "_glue_figure", lambda name: out.__setitem__(name, plt.gcf()))
     yield out
     plt.close("all")
 
@@ -178,14 +174,16 @@ def test_pilot_tuner_chooses_on_validation_and_returns_its_sweeps(tmp_path, monk
 def test_pair_arms_switch_only_the_averaging_and_the_scale():
     mb = tiny_config(method="pfedmb", options={"branches": 5, "scale_init": True, "alpha_lr": 0.1})
     pick = {PFEDMB: mb, "FedAvg": tiny_config(method="fedavg"), "Local": tiny_config(method="local")}
-    pair = sec.pair_arms_of(params(pair_rounds=10), pick)
+    pair = sec_pairs.pair_arms_of(params(pair_rounds=10), pick)
     assert pair.scaled is True and pair.alt == ", branches as drawn" and pair.mb is mb
     arms = pair.arms
     assert list(arms) == [EQ5, EQ6, EQ5 + pair.alt, EQ6 + pair.alt, "FedAvg", "Local"]
     assert arms[EQ5].options["alpha_weighted"] is True and arms[EQ6].options["alpha_weighted"] is False
     assert arms[EQ5 + pair.alt].options["scale_init"] is False and arms[EQ5 + pair.alt].eval_every == eval_every(10)
     assert arms[EQ5].rounds == 10 and arms[EQ5].eval_every == 1 and arms["Local"].method == "local"
-    flat = sec.pair_arms_of(params(), {**pick, PFEDMB: tiny_config(method="pfedmb", options={"scale_init": False})})
+    flat = sec_pairs.pair_arms_of(
+        params(), {**pick, PFEDMB: tiny_config(method="pfedmb", options={"scale_init": False})}
+    )
     assert flat.alt == ", branches × √B" and flat.arms[EQ5 + flat.alt].options["scale_init"] is True
 
 
@@ -234,7 +232,7 @@ def test_pair_partitions_read_each_seeds_pairs_and_alpha(digits):
     base = tiny_config(partition="pathological", classes_per_client=2, clients=4)
     pairs, _ = pairs_world(seeds=2)
     classes = [f"c{i}/long name" for i in range(10)]
-    part = sec.pair_partitions(pairs, base=base, alt=", branches as drawn", classes=classes)
+    part = sec_pairs.pair_partitions(pairs, base=base, alt=", branches as drawn", classes=classes)
     assert part.s0 == 0 and set(part.pair_id) == {0, 1}
     counts = part.part0.class_counts(digits.y_train.cpu().numpy())
     first = [int(np.flatnonzero(row)[0]) for row in counts]
@@ -250,7 +248,7 @@ def test_pair_partitions_read_each_seeds_pairs_and_alpha(digits):
 
 def test_draw_fig3_shows_alpha_per_client_at_a_few_rounds(shown):
     _, part = pairs_world(rounds=4)
-    fig = sec.draw_fig3(params(pair_rounds=4), part)
+    fig = sec_pairs.draw_fig3(params(pair_rounds=4), part)
     axes = fig.axes
     assert len(axes) == 2 * 3  # eq. 5 and eq. 6 at rounds 1, 2, 4
     assert [ax.get_title() for ax in axes[:3]] == ["round 1", "round 2", "round 4"]
@@ -262,14 +260,14 @@ def test_draw_fig3_shows_alpha_per_client_at_a_few_rounds(shown):
 
 def test_draw_fig3_at_one_round_shows_that_round_alone(shown):
     _, part = pairs_world(rounds=1)  # the paper profile's dry run: one round of the pairs
-    fig = sec.draw_fig3(params(pair_rounds=1), part)
+    fig = sec_pairs.draw_fig3(params(pair_rounds=1), part)
     assert [ax.get_title() for ax in fig.axes] == ["round 1", "round 1"]
 
 
 def test_fig3_claims_judge_the_pairs_alpha_and_say_round_one(shown):
     pairs, part = pairs_world(rounds=4)
     mb = tiny_config(method="pfedmb", options={"alpha_lr": 1.0, "alpha_momentum": 0.0})
-    fig3 = sec.fig3_claims(params(pair_rounds=4), pairs, part=part, mb=mb)
+    fig3 = sec_pairs.fig3_claims(params(pair_rounds=4), pairs, part=part, mb=mb)
     assert [r["claim"][:10] for r in fig3.rows] == ["Figure 3a:", "Figure 3b:", "Figure 3b:"]
     assert fig3.rows[0]["verdict"] == "reproduces"  # within-pair cosine 1 against across-pair below it
     assert fig3.last.loc[(EQ5, 0), "within"] == pytest.approx(1.0)
@@ -285,7 +283,7 @@ def test_table1_and_fig4_read_the_papers_two_orders_and_draw_the_curves(shown):
     import matplotlib.pyplot as plt
 
     pairs, _ = pairs_world()
-    t1 = sec.table1_and_fig4(pairs, paper_frame())
+    t1 = sec_pairs.table1_and_fig4(pairs, paper_frame())
     assert list(t1.table.index) == PAIR_MAIN
     assert (
         t1.table.loc[EQ5, "paper, text's reading (%)"] == 85.0 and t1.table.loc[EQ5, "paper, printed order (%)"] == 84.0
@@ -302,13 +300,13 @@ def test_table1_and_fig4_read_the_papers_two_orders_and_draw_the_curves(shown):
 
 
 def table1_of(pairs) -> Table1:
-    return sec.table1_and_fig4(pairs, paper_frame())
+    return sec_pairs.table1_and_fig4(pairs, paper_frame())
 
 
 def test_table1_claims_judge_eq5_and_the_baselines_and_the_pilot_words(shown):
     pairs, _ = pairs_world()
     t1 = table1_of(pairs)
-    out = sec.table1_claims(params(seeds=[0]), pairs, plan=pd.DataFrame(), t1=t1, alt=", branches as drawn")
+    out = sec_pairs.table1_claims(params(seeds=[0]), pairs, plan=pd.DataFrame(), t1=t1, alt=", branches as drawn")
     assert [r["claim"] for r in out.rows][:3] == [
         "Table I: pFedMB beats FedAvg", "Table I: pFedMB beats Local",
         "Table I: α-weighted averaging (eq. 5) improves accuracy over eq. 6",
@@ -327,8 +325,8 @@ def test_scale_diagnostic_compares_eq5_and_eq6_at_both_scales(shown):
     t1 = table1_of(pairs)
     pick = {PFEDMB: tiny_config(method="pfedmb", options={"scale_init": True}), "FedAvg": tiny_config(),
             "Local": tiny_config(method="local")}  # fmt: skip
-    pair = sec.pair_arms_of(params(), pick)
-    scale = sec.scale_diagnostic(pairs, pd.DataFrame(), arms=pair, t1=t1, saturated="")
+    pair = sec_pairs.pair_arms_of(params(), pick)
+    scale = sec_pairs.scale_diagnostic(pairs, pd.DataFrame(), arms=pair, t1=t1, saturated="")
     assert scale.chosen == "branches × √B"
     assert list(scale.table.columns) == ["branches × √B (chosen, as above)", "branches as drawn"]
     assert list(scale.table.index) == [EQ5, EQ6]
@@ -342,7 +340,7 @@ def test_scale_diagnostic_compares_eq5_and_eq6_at_both_scales(shown):
 
 
 def test_paper_table2_reads_each_of_our_settings_column_and_the_gap():
-    paper = sec.paper_table2(params(), paper_frame())
+    paper = sec_t2.paper_table2(params(), paper_frame())
     assert paper.col(S15)["FedAvg"] == 72.5 and paper.col(K15)["pFedMB"] == 82.0
     assert paper.of(S15, "FedAMP") == 63.0  # the paper spells it FedAmp
     assert np.isnan(paper.of(S15, "pFedMB (B = 5)"))
@@ -409,8 +407,8 @@ def t2_arms(runs) -> Table2Arms:
 def t2_plan(runs):
     key = ("plan", id(runs))
     if key not in _MADE:
-        _MADE[key] = sec.table2_plan(
-            params(), runs, arms=t2_arms(runs), paper=sec.paper_table2(params(), paper_frame())
+        _MADE[key] = sec_t2.table2_plan(
+            params(), runs, arms=t2_arms(runs), paper=sec_t2.paper_table2(params(), paper_frame())
         )
     return _MADE[key]
 
@@ -427,7 +425,7 @@ def test_table2_arms_build_every_settings_runs_and_the_edges(monkeypatch):
         return Pilot(chosen, pd.DataFrame(), edges, {k: ("lr pilot", k) for k in chosen}, [])
 
     pilots = {n: pilot(OTHERS) for n in P.table2_settings} | {F5: pilot(["FedAvg", "Local"])}
-    t2 = sec.table2_arms(P, pilots, pair_pilot=pilot(["FedAvg", "Local"]), store="the store")
+    t2 = sec_t2.table2_arms(P, pilots, pair_pilot=pilot(["FedAvg", "Local"]), store="the store")
     assert list(t2.arms)[:5] == [arm(F5, mb_label(b)) for b in (10, 5, 2)] + [arm(F5, "FedAvg"), arm(F5, "Local")]
     assert len(t2.arms) == 5 + 3 * (2 + len(OTHERS))
     assert t2.arms[arm(S15, mb_label(2))].options["branches"] == 2 and t2.arms[arm(S15, mb_label(2))].rounds == 4
@@ -443,9 +441,9 @@ def test_table2_arms_build_every_settings_runs_and_the_edges(monkeypatch):
         calls.append((sorted(arms), probe, store))
         return result({a: [record(0.5)] for a in arms}), {a: "note" for a in arms if a.endswith("FedAMP")}
 
-    monkeypatch.setattr(sec, "sweep_stable", sweep_stable)
+    monkeypatch.setattr(sec_t2, "sweep_stable", sweep_stable)
     runs = t2.sweep([0])
-    assert [c[1] for c in calls] == [sec.table2_probe, sec.amp_probe] and calls[0][2] == "the store"
+    assert [c[1] for c in calls] == [sec_t2.table2_probe, sec_t2.amp_probe] and calls[0][2] == "the store"
     assert calls[1][0] == sorted(t2.amp_arms) and set(runs.arms) == set(t2.arms)
     assert t2.notes == dict.fromkeys(t2.amp_arms, "note")
 
@@ -475,7 +473,7 @@ def test_table2_plan_chooses_on_validation_and_sizes_the_claims():
 def test_eq6_control_switches_only_the_averaging_of_the_chosen_b():
     runs = t2_runs()
     plan, arms = t2_plan(runs), t2_arms(runs)
-    eq6 = sec.eq6_control_arms(params(), plan, arms=arms)
+    eq6 = sec_t2.eq6_control_arms(params(), plan, arms=arms)
     assert eq6.arm_of == {S15: f"{S15} · {PFEDMB} (eq. 6)", K15: f"{K15} · {PFEDMB} (eq. 6)"}
     assert eq6.text[S15] == f"{S15}: mechanism (our check): α-weighted averaging (eq. 5) beats plain averaging (eq. 6)"
     control = eq6.arms[eq6.arm_of[S15]]
@@ -484,14 +482,14 @@ def test_eq6_control_switches_only_the_averaging_of_the_chosen_b():
 
 
 def test_t2_cap_text_says_what_the_cap_does():
-    capped = sec.t2_cap_text(SEED_CAP - 1)
+    capped = sec_t2.t2_cap_text(SEED_CAP - 1)
     assert f"at most {SEED_CAP - 1}" in capped and f"runs {SEED_CAP - 1} and" in capped
-    assert sec.t2_cap_text(SEED_CAP).endswith(f"arms at most {SEED_CAP}")
+    assert sec_t2.t2_cap_text(SEED_CAP).endswith(f"arms at most {SEED_CAP}")
 
 
 def test_table2_results_fill_ours_beside_the_paper_and_the_saturation_check():
     runs = t2_runs()
-    res = sec.table2_results(params(), runs, plan=t2_plan(runs), paper=sec.paper_table2(params(), paper_frame()))
+    res = sec_t2.table2_results(params(), runs, plan=t2_plan(runs), paper=sec_t2.paper_table2(params(), paper_frame()))
     assert res.row_names[:2] == ["Local", "FedAvg"] and res.row_names[-2:] == [PFEDMB, f"{PFEDMB} (B = 5)"]
     t = res.table
     assert list(t.columns)[:2] == [f"{S15} · ours", f"{S15} · paper CIFAR10"]
@@ -515,16 +513,16 @@ def test_table2_results_fill_ours_beside_the_paper_and_the_saturation_check():
 def t2_claims_of(monkeypatch, shown, amp_self=0.95):
     runs = t2_runs(amp_self=amp_self)
     P, plan, arms = params(), t2_plan(runs), t2_arms(runs)
-    paper = sec.paper_table2(P, paper_frame())
-    res = sec.table2_results(P, runs, plan=plan, paper=paper)
+    paper = sec_t2.paper_table2(P, paper_frame())
+    res = sec_t2.table2_results(P, runs, plan=plan, paper=paper)
     eq6 = Eq6Control({n: f"{n}: mechanism (our check): eq. 5 beats eq. 6" for n in P.headline},
                      {n: f"{n} · {PFEDMB} (eq. 6)" for n in P.headline}, {})  # fmt: skip
     eq6_runs = result({eq6.arm_of[n]: [record(0.70 + SHIFT[n] + 0.004 * s) for s in range(3)] for n in P.headline})
-    monkeypatch.setattr(sec, "alpha_follows_data", lambda runs, a, cfg: pd.Series({0: 0.5, 1: 0.55, 2: 0.6}))
+    monkeypatch.setattr(sec_t2, "alpha_follows_data", lambda runs, a, cfg: pd.Series({0: 0.5, 1: 0.55, 2: 0.6}))
     pilots = {n: Pilot({"FedAMP": tiny_config(method="fedamp", options={"sigma": 10.0})}, None, None, {}, [])
               for n in P.table2_settings}  # fmt: skip
-    return runs, sec.table2_claims(P, runs, plan=plan, paper=paper, results=res, arms=arms, pilots=pilots, eq6=eq6,
-                                   eq6_runs=eq6_runs, eq5_plan=pd.DataFrame())  # fmt: skip
+    return runs, sec_t2.table2_claims(P, runs, plan=plan, paper=paper, results=res, arms=arms, pilots=pilots, eq6=eq6,
+                                      eq6_runs=eq6_runs, eq5_plan=pd.DataFrame())  # fmt: skip
 
 
 def test_table2_claims_judge_every_setting_the_mechanisms_and_fedamp(monkeypatch, shown):
@@ -564,10 +562,10 @@ def test_table2_claim_notes_say_how_strongly_alpha_follows_the_data(shown):
     alpha = {S15: mechanism(f"{S15}: α follows", v, control="ρ = 0", digits=2)}
     eq5 = {S15: mechanism(f"{S15}: eq. 5 acts", verdict([1.0, 1.5, 2.0], resolution=RESOLUTION), control="eq. 6")}
     worst = pd.Series({"pFedMB": 2.0, "FedAvg": 1.0})
-    claims = sec.Table2Claims([], alpha, eq5, pd.DataFrame(), {}, {}, pd.Series({PFEDMB: 0.5, "FedAvg": 1.5}),
-                              worst, "FedAvg", pd.Series({"pFedMB": 1.0, "FedAvg": 2.0}), "FedAvg",
-                              pd.DataFrame(index=range(6)))  # fmt: skip
-    sec.table2_claim_notes(claims)
+    claims = sec_t2.Table2Claims([], alpha, eq5, pd.DataFrame(), {}, {}, pd.Series({PFEDMB: 0.5, "FedAvg": 1.5}),
+                                 worst, "FedAvg", pd.Series({"pFedMB": 1.0, "FedAvg": 2.0}), "FedAvg",
+                                 pd.DataFrame(index=range(6)))  # fmt: skip
+    sec_notes.table2_claim_notes(claims)
     words = text(shown)
     assert f"**How strongly α follows the data.** In {S15}, ρ = +0.06 [" in words and "very weak but nonzero" in words
     assert f"in {S15}, pFedMB − the same with plain averaging:" in words
@@ -583,7 +581,7 @@ def test_table2_claim_notes_say_how_strongly_alpha_follows_the_data(shown):
 def test_amp_ifca_notes_show_the_self_weights_and_the_clusters(monkeypatch, shown, glued):
     runs, c = t2_claims_of(monkeypatch, shown)
     shown.clear()
-    inert = sec.amp_ifca_notes(params(), runs, claims=c)
+    inert = sec_notes.amp_ifca_notes(params(), runs, claims=c)
     assert inert is True
     ax = glued["pfedmb_amp_selfweight"].axes[0]
     assert ax.get_ylabel() == "ξ_ii" and [line.get_label() for line in ax.get_lines()] == [S15, K15, R15]
@@ -599,14 +597,14 @@ def test_amp_ifca_notes_show_the_self_weights_and_the_clusters(monkeypatch, show
         in words
     )
     _, mixed = t2_claims_of(monkeypatch, shown, amp_self=0.5)
-    assert sec.amp_ifca_notes(params(), runs, claims=mixed) is False
+    assert sec_notes.amp_ifca_notes(params(), runs, claims=mixed) is False
 
 
 # ----------------------------------------------------------------------------- Figure 5 and Table III
 
 
 def fig5_of(runs, shown):
-    return sec.draw_fig5(params(), runs, finals=runs.finals(), chosen_b=t2_plan(runs).chosen_b, paper=paper_frame())
+    return sec_t2.draw_fig5(params(), runs, finals=runs.finals(), chosen_b=t2_plan(runs).chosen_b, paper=paper_frame())
 
 
 def test_draw_fig5_draws_accuracy_over_b_and_table3(shown):
@@ -630,7 +628,7 @@ def test_fig5_claims_set_the_interior_b_against_both_ends(shown):
     runs = t2_runs()
     plan = t2_plan(runs)
     fig5 = fig5_of(runs, shown)
-    out = sec.fig5_claims(params(), runs, fig5=fig5, plan=plan, sat_flag={F5: ""}, notes={}, n_classes=10)
+    out = sec_t2.fig5_claims(params(), runs, fig5=fig5, plan=plan, sat_flag={F5: ""}, notes={}, n_classes=10)
     assert (out.lo, out.hi, out.mid, out.paper_peak) == (2, 10, 5, 9)  # the paper's Table III at its Figure 5 setting
     assert out.rows[0]["claim"].startswith("Figure 5: accuracy peaks at an intermediate B: B = 5") and out.rows[0][
         "claim"
@@ -639,7 +637,7 @@ def test_fig5_claims_set_the_interior_b_against_both_ends(shown):
     assert out.rows[2]["ours (a − b, 95 % CI)"] == "not testable: Fashion-MNIST has 10 classes"
     assert "* Figure 5: accuracy peaks" in text(shown)
     P = params(datasets=["cifar10", "cifar100"])  # the paper's two datasets: listed in Table III, not judged
-    out = sec.fig5_claims(P, runs, fig5=fig5, plan=plan, sat_flag={F5: ""}, notes={}, n_classes=10)
+    out = sec_t2.fig5_claims(P, runs, fig5=fig5, plan=plan, sat_flag={F5: ""}, notes={}, n_classes=10)
     assert out.rows[2]["ours (a − b, 95 % CI)"].startswith("not judged: Table III lists the B validation chose")
 
 
@@ -647,9 +645,9 @@ def test_fig5_notes_say_the_spread_over_b_and_whether_local_saturates(shown):
     runs = t2_runs(lost={(arm(F5, mb_label(10)), 1)})
     plan = t2_plan(runs)
     fig5 = fig5_of(runs, shown)
-    claims = sec.fig5_claims(params(), runs, fig5=fig5, plan=plan, sat_flag={F5: ""}, notes={}, n_classes=10)
+    claims = sec_t2.fig5_claims(params(), runs, fig5=fig5, plan=plan, sat_flag={F5: ""}, notes={}, n_classes=10)
     shown.clear()
-    sec.fig5_notes(params(), runs, fig5=fig5, claims=claims, chosen_b=plan.chosen_b)
+    sec_notes.fig5_notes(params(), runs, fig5=fig5, claims=claims, chosen_b=plan.chosen_b)
     words = text(shown)
     assert "Over B = 2, 5 the mean test accuracy spans 1.0 points (B = 10 is left out: it diverged on seed 1)" in words
     assert "validation picks B = 2 overall" in words and "FedAvg reaches 71.4 %, pFedMB at best 73.4 % (B = 2)" in words
@@ -693,7 +691,7 @@ def test_eq2_check_holds_layer_by_layer_and_counts_the_parameters(shown):
         def normalize(x):
             return x
 
-    eq2 = sec.eq2_check(params(pair_branches=3, eq2_images=8), Full())
+    eq2 = sec_notes.eq2_check(params(pair_branches=3, eq2_images=8), Full())
     assert eq2.params > 0 and eq2.branch_params == 3 * eq2.params  # every layer branched, B = 3
     assert (eq2.table["max |eq.1 − eq.2|"] < 1e-4).all() and list(eq2.table.kind)[-1] == "linear"
     assert eq2.net.alpha_logits.shape[-1] == 3
@@ -712,8 +710,8 @@ def test_run_setup_note_says_the_run_and_shows_the_pairs_pilot(shown):
                           "at the grid's edge": [""]}).set_index(["method", "setting"])  # fmt: skip
     pilot = Pilot({"FedAvg": tiny_config(lr=0.1), PFEDMB: mb}, table, None, {}, [])
     part = part._replace(table=pd.DataFrame({"pair": [0]}))
-    sec.run_setup_note(params(train_images=60), pairs, full=Full(), pilot=pilot, plan=pd.DataFrame({"plan": ["3 seeds"]}),
-                       part=part)  # fmt: skip
+    sec_notes.run_setup_note(params(train_images=60), pairs, full=Full(), pilot=pilot, plan=pd.DataFrame({"plan": ["3 seeds"]}),
+                             part=part)  # fmt: skip
     words = text(shown)
     assert words.startswith("profile=test, device=") and "60 of 600 training images, 100 of 100 test images" in words
     assert "pilot: learning rates [0.05], stage 1 at 0.05, seeds [0]" in words
@@ -724,10 +722,10 @@ def test_run_setup_note_says_the_run_and_shows_the_pairs_pilot(shown):
 
 def test_draw_alpha_similarity_plots_within_and_across_pairs(shown, glued):
     pairs, part = pairs_world()
-    fig3 = sec.fig3_claims(params(pair_rounds=4), pairs, part=part, mb=tiny_config(options={"alpha_lr": 1.0,
-                                                                                         "alpha_momentum": 0.0}))  # fmt: skip
+    fig3 = sec_pairs.fig3_claims(params(pair_rounds=4), pairs, part=part, mb=tiny_config(options={"alpha_lr": 1.0,
+                                                                                               "alpha_momentum": 0.0}))  # fmt: skip
     shown.clear()
-    sec.draw_alpha_similarity(pairs, fig3)
+    sec_notes.draw_alpha_similarity(pairs, fig3)
     ax = glued["pfedmb_alpha_similarity"].axes[0]
     assert ax.get_title() == "cosine similarity of α: within vs across pairs (3 seeds, band: range)"
     assert ax.get_ylim() == (0, 1.02) and ax.get_ylabel() == "cosine"
@@ -742,7 +740,7 @@ def test_implicit_similarity_draws_c_and_the_weight_on_a_clients_pair(shown, glu
     class Part0:
         clients = [type("C", (), {"train": range(10)})() for _ in range(4)]
 
-    sec.implicit_similarity(params(pair_rounds=4), part._replace(part0=Part0()))
+    sec_notes.implicit_similarity(params(pair_rounds=4), part._replace(part0=Part0()))
     axes = glued["pfedmb_collaboration"].axes
     assert axes[0].get_title() == "C, with α-weighted averaging (eq. 5)" and axes[1].get_title() == "C, without (eq. 6)"
     assert axes[0].get_xlabel() == "client j (uploads)"
@@ -753,7 +751,7 @@ def test_implicit_similarity_draws_c_and_the_weight_on_a_clients_pair(shown, glu
 
 def test_table1_readings_set_both_margins_side_by_side(shown):
     pairs, _ = pairs_world()
-    sec.table1_readings(
+    sec_notes.table1_readings(
         paper_frame(), table1_of(pairs), pilot_words="The pilot seeds alone give each of them the same word."
     )
     words = text(shown)
@@ -768,13 +766,13 @@ def test_table1_readings_set_both_margins_side_by_side(shown):
 def test_table2_setup_notes_say_the_edges_choices_seeds_and_saturation(shown):
     runs = t2_runs()
     P, plan, arms = params(), t2_plan(runs), t2_arms(runs)
-    res = sec.table2_results(P, runs, plan=plan, paper=sec.paper_table2(P, paper_frame()))
+    res = sec_t2.table2_results(P, runs, plan=plan, paper=sec_t2.paper_table2(P, paper_frame()))
     res = res._replace(improving={S15: ["FedAMP", "FedAvg"]})
     table = pd.DataFrame({"method": ["FedAvg"], "setting": ["η = 0.1"], "val_mean_acc": [70.0], "chosen": ["yes"],
                           "at the grid's edge": [""]}).set_index(["method", "setting"])  # fmt: skip
     mb = tiny_config(method="pfedmb", lr=0.03, options={"alpha_lr": 1.0, "alpha_momentum": 0.0, "scale_init": True})
     pilots = {S15: Pilot({"FedAvg": tiny_config(lr=0.1), PFEDMB: mb}, table, None, {}, [])}
-    sec.table2_setup_notes(P, runs, arms=arms, pilots=pilots, plan=plan, results=res, eq5_plan=pd.DataFrame())
+    sec_notes.table2_setup_notes(P, runs, arms=arms, pilots=pilots, plan=plan, results=res, eq5_plan=pd.DataFrame())
     words = text(shown)
     assert "**Choices at an edge of their grid**: 1 of 1 on the grids" in words
     assert "1 of them choices the runs use: η = 0.1 (FedAvg) in Dirichlet 0.4 / 15 clients." in words
@@ -787,17 +785,17 @@ def test_table2_setup_notes_say_the_edges_choices_seeds_and_saturation(shown):
 def test_closing_summary_says_where_and_why(monkeypatch, shown):
     runs, c = t2_claims_of(monkeypatch, shown)
     pairs, part = pairs_world()
-    fig3 = sec.fig3_claims(params(pair_rounds=4), pairs, part=part, mb=tiny_config(options={"alpha_lr": 1.0,
-                                                                                         "alpha_momentum": 0.0}))  # fmt: skip
+    fig3 = sec_pairs.fig3_claims(params(pair_rounds=4), pairs, part=part, mb=tiny_config(options={"alpha_lr": 1.0,
+                                                                                               "alpha_momentum": 0.0}))  # fmt: skip
     import myst_nb
 
     monkeypatch.setattr(myst_nb, "glue", lambda *a, **k: None)
     rep = sec.what_reproduced(params(), c.rows)
     shown.clear()
     P = params()
-    sec.closing_summary(P, pairs, runs=runs, reproduced=rep, fig3=fig3, arms=t2_arms(runs), plan=t2_plan(runs),
-                        row_names=sec.table2_results(P, runs, plan=t2_plan(runs), paper=sec.paper_table2(
-                            P, paper_frame())).row_names, cap_text="CAP", inert_all=True, n_train=600)  # fmt: skip
+    sec_notes.closing_summary(P, pairs, runs=runs, reproduced=rep, fig3=fig3, arms=t2_arms(runs), plan=t2_plan(runs),
+                              row_names=sec_t2.table2_results(P, runs, plan=t2_plan(runs), paper=sec_t2.paper_table2(
+                                  P, paper_frame())).row_names, cap_text="CAP", inert_all=True, n_train=600)  # fmt: skip
     (words,) = [s.data for s in shown]
     assert words.startswith(f"Of the paper's {len(rep.paper_rows)} claims, at the test profile:")
     assert "of our 4 own checks" in words and "0 rows rest on an arm still improving" in words
@@ -814,8 +812,8 @@ def test_closing_summary_says_where_and_why(monkeypatch, shown):
     )
     assert "* **FedAMP.** In every setting FedAMP's attention is inert" in words
     shown.clear()
-    sec.closing_summary(params(seeds=[0]), pairs, runs=runs, reproduced=rep, fig3=fig3, arms=t2_arms(runs),
-                        plan=t2_plan(runs), row_names=[], cap_text="", inert_all=False, n_train=600)  # fmt: skip
+    sec_notes.closing_summary(params(seeds=[0]), pairs, runs=runs, reproduced=rep, fig3=fig3, arms=t2_arms(runs),
+                              plan=t2_plan(runs), row_names=[], cap_text="", inert_all=False, n_train=600)  # fmt: skip
     assert shown[0].data.endswith("With 1 seed no claim is tested at this profile.")
 
 
@@ -826,7 +824,7 @@ def test_costs_ledger_sets_traffic_and_time_against_fedavg(shown):
     runs = t2_runs(lost={(arm(F5, mb_label(10)), 2)})
     pairs, _ = pairs_world()
     net = multi_branch(build_model("mlp", (64,), 10, None), branches=3, shared_alpha=True, seed=0)
-    ratio = sec.costs_ledger(params(), pairs, runs=runs, finals=runs.finals(), net=net, s0=0)
+    ratio = sec_notes.costs_ledger(params(), pairs, runs=runs, finals=runs.finals(), net=net, s0=0)
     assert ratio == pytest.approx(3.0)
     note, ledger, md = shown
     assert note.startswith("pairs runs (B = 3): pFedMB uploads 3.00 × and downloads 1.00 × FedAvg's bytes")
@@ -849,7 +847,7 @@ def test_branch_cuts_count_the_traffic_of_partial_branching_and_dropped_branches
     plain = build_model("mlp", (64,), 10, None)
     n_plain = sum(p.numel() for p in plain.parameters())
     net = multi_branch(plain, branches=3, shared_alpha=True, seed=0)
-    sec.branch_cuts(params(pair_branches=3, pilot_branches=5), pairs, runs=runs, net=net, n_plain=n_plain)
+    sec_notes.branch_cuts(params(pair_branches=3, pilot_branches=5), pairs, runs=runs, net=net, n_plain=n_plain)
     partial, _, cuts = shown
     assert partial["share of P"].iloc[-1] == pytest.approx(1.0, abs=0.01)  # every layer branched: (about) all of P
     assert partial["traffic ÷ FedAvg (B = 3)"].iloc[-1] == pytest.approx(3.0, abs=0.02)
@@ -863,7 +861,7 @@ def test_branch_cuts_count_the_traffic_of_partial_branching_and_dropped_branches
 
 def test_deviations_table_lists_the_baselines_options_in_words(shown):
     chosen = {PFEDMB: tiny_config(method="pfedmb"), "FedProx": tiny_config(method="fedprox", options={"mu": 0.25})}
-    sec.deviations_table(params(table2_settings=["S"]), {"S": Pilot(chosen, None, None, {}, [])})
+    sec_notes.deviations_table(params(table2_settings=["S"]), {"S": Pilot(chosen, None, None, {}, [])})
     assert "(S;" in shown[0].data
     table = shown[1]
     assert table.loc[("FedProx", "proximal weight μ"), "value"] == "0.25"
@@ -874,11 +872,11 @@ def test_glue_texts_glue_the_parameters_sentences_and_setup_card(monkeypatch, sh
     import myst_nb
 
     values, glued = {}, {}
-    monkeypatch.setattr(sec, "glue_values", values.update)
+    monkeypatch.setattr(sec_notes, "glue_values", values.update)
     monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.__setitem__(name, value))
     runs = t2_runs()
     P = params()
-    sec.glue_texts(P, runs, paper=sec.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
+    sec_notes.glue_texts(P, runs, paper=sec_t2.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
     assert set(PROSE_NAMES) <= set(values) and values["SEEDS"] == [0, 1, 2]
     assert values["PAPER_GAP"].startswith("CIFAR10 Dirichlet 0.4 / 15 clients: -2.50")
     assert values["IFCA_K"] == 5 and values["PFEDME_K"] == 3 and values["FEDAMP_LAM"] == 0.1
@@ -893,11 +891,11 @@ def test_glue_texts_glue_the_parameters_sentences_and_setup_card(monkeypatch, sh
     assert values["DATA_TEXT"] == "Fashion-MNIST" and values["DEVIATIONS_TEXT"].startswith("Fashion-MNIST instead of")
     assert values["TRAIN_IMAGES_TEXT"] == "6000 (a 0.1 share of the 60 000)"
     P = params(datasets=["cifar10", "cifar100"], train_images=None, data_fraction=1.0)  # the paper's data
-    sec.glue_texts(P, runs, paper=sec.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
+    sec_notes.glue_texts(P, runs, paper=sec_t2.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
     assert values["DATA_TEXT"] == "CIFAR-10 and CIFAR-100" and values["TRAIN_IMAGES_TEXT"] == "all 50 000"
     assert values["DEVIATIONS_TEXT"].startswith("cifar10 and cifar100 as in the paper, the kit's LeNet with 8 and 16")
     P = params(alpha_lr_grid={"momentum": [1.0]})  # the paper profile's dry run: one variant on α
-    sec.glue_texts(P, runs, paper=sec.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
+    sec_notes.glue_texts(P, runs, paper=sec_t2.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
     assert values["ALPHA_GRID_MOM"] == [1.0] and values["ALPHA_GRID_PLAIN"] == []
 
 
