@@ -231,7 +231,10 @@ def compact_flag(flag: str) -> str:
 
 
 def runs_sentence(data) -> str:
-    """The sentence above a glance table: what every run of ours is, with the seeds it rests on."""
+    """The sentence above a glance table: what every run of ours is, with the seeds the table's rows rest
+    on (the lead claims of ``data``, where it marks them; else every claim)."""
+    if len(data) and "lead" in data:
+        data = data[data["lead"].astype(str).str.strip() != ""]
     seeds = [int(n) for n in data["seeds"] if int(n) > 0] if len(data) else []
     span = (
         "no seeds"

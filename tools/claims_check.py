@@ -124,17 +124,23 @@ TITLES = {"pfedhn": "pFedHN", "pfedmb": "pFedMB", "fesem": "FeSEM", "fedmn": "Fe
 
 
 def readme_glance(golden: Path = GOLDEN) -> str:
-    """The README's glance table: each paper's lead claims from the golden claims files."""
-    from pflkit.pages import glance, markdown_table
+    """The README's glance table: what the runs are and the seeds its rows rest on (the landing page's
+    sentence), then each paper's lead claims, from the golden claims files."""
+    from pflkit.pages import glance, markdown_table, runs_sentence
 
-    parts = []
+    parts, data = [], []
     for stem, title in TITLES.items():
         f = golden / f"{stem}.claims.csv"
         if f.exists():
-            g = glance(read_claims(f))
+            data.append(read_claims(f))
+            g = glance(data[-1])
             g.insert(0, "Paper", f"[{title}](book/{stem}.ipynb)")
             parts.append(g)
-    return markdown_table(pd.concat(parts, ignore_index=True)) if parts else "(no golden claims yet)"
+    if not parts:
+        return "(no golden claims yet)"
+    return (
+        runs_sentence(pd.concat(data, ignore_index=True)) + "\n\n" + markdown_table(pd.concat(parts, ignore_index=True))
+    )
 
 
 def with_glance(text: str, table: str) -> str:
