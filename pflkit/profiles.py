@@ -92,26 +92,6 @@ def build_name(profile: str) -> str:
     return "paper-dry" if profile == "paper" and dry() else profile
 
 
-def store_for(chapter: str, profile: str | None = None):
-    """The result store of a chapter at a profile (a :class:`~pflkit.store.Store`).
-
-    * ``$PFLBOOK_STORE_ROOT/<profile>/<chapter>`` when that variable is set (``make nbval``
-      points its re-execution at an empty folder, so that it recomputes);
-    * at ``book``, for the chapters in :data:`COMMITTED_CHAPTERS`: the committed ``results/<chapter>/``, whose runs are reused whatever kit
-      sources made them (``make test``'s replay check re-runs a sample of them), unless
-      ``PFLBOOK_FRESH=1``; read-only (nothing is computed) when :func:`store_only`;
-    * otherwise ``_build/store/<profile>/<chapter>``, reused only by the same kit sources.
-    """
-    from .store import Store
-
-    profile = profile or current()
-    if root := os.environ.get("PFLBOOK_STORE_ROOT"):
-        return Store(Path(root) / build_name(profile) / chapter)
-    if profile == "book" and chapter in COMMITTED_CHAPTERS and not fresh():
-        return Store(COMMITTED / chapter, reuse="any", read_only=store_only())
-    return Store(ROOT / "_build" / "store" / build_name(profile) / chapter)
-
-
 def run_defaults(profile: str | None = None) -> dict:
     """Defaults of ``python -m pflkit run`` for options the user left out."""
     return {

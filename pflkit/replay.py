@@ -1,7 +1,7 @@
 """Replay check of a committed result store: are its runs what today's kit computes?
 
 The ``book`` profile reads its runs from ``results/<chapter>/`` whatever kit sources made them
-(:func:`pflkit.profiles.store_for`).  ``make test`` therefore replays a sample of stored runs from
+(:func:`pflkit.store.store_for`).  ``make test`` therefore replays a sample of stored runs from
 each run's stored config, with its recorded torch thread count and memory format, and reports
 every sampled run as one of: *replays*, *stale* (today's kit computes something else: the line
 says where) or *diverged* (the run's training loss left the divergence bound,

@@ -19,7 +19,7 @@ from pathlib import Path
 from .engine import LATER_FIELDS, RunConfig, cpu_model, dataset, exploded, git_commit, loss_bound
 from .errors import NotInStore, PflkitError
 from .methods import get_method
-from .profiles import repo_relative
+from .profiles import COMMITTED, COMMITTED_CHAPTERS, ROOT, build_name, current, fresh, repo_relative, store_only
 
 
 def cores() -> int:
@@ -192,3 +192,21 @@ def _log_usage(store: Store, records: dict, todo: dict, missing: dict | None = N
     }
     with open(log, "a") as f:
         f.write(json.dumps(entry) + "\n")
+
+
+def store_for(chapter: str, profile: str | None = None):
+    """The result store of a chapter at a profile (a :class:`Store`).
+
+    * ``$PFLBOOK_STORE_ROOT/<profile>/<chapter>`` when that variable is set (``make nbval``
+      points its re-execution at an empty folder, so that it recomputes);
+    * at ``book``, for the chapters in :data:`COMMITTED_CHAPTERS`: the committed ``results/<chapter>/``, whose runs are reused whatever kit
+      sources made them (``make test``'s replay check re-runs a sample of them), unless
+      ``PFLBOOK_FRESH=1``; read-only (nothing is computed) when :func:`store_only`;
+    * otherwise ``_build/store/<profile>/<chapter>``, reused only by the same kit sources.
+    """
+    profile = profile or current()
+    if root := os.environ.get("PFLBOOK_STORE_ROOT"):
+        return Store(Path(root) / build_name(profile) / chapter)
+    if profile == "book" and chapter in COMMITTED_CHAPTERS and not fresh():
+        return Store(COMMITTED / chapter, reuse="any", read_only=store_only())
+    return Store(ROOT / "_build" / "store" / build_name(profile) / chapter)

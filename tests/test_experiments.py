@@ -231,7 +231,8 @@ def test_a_derived_result_is_computed_once_and_a_read_only_store_lacks_it(tmp_pa
 
 
 def test_make_book_reads_the_committed_store_without_filling_it(monkeypatch):
-    from pflkit.profiles import COMMITTED, store_for
+    from pflkit.profiles import COMMITTED
+    from pflkit.store import store_for
 
     monkeypatch.delenv("PFLBOOK_STORE_ROOT", raising=False)
     monkeypatch.delenv("PFLBOOK_FRESH", raising=False)

@@ -106,8 +106,8 @@ SMOKE_REPLAYS = 2  # runs per chapter recomputed whole
 @pytest.mark.notebooks
 @pytest.mark.parametrize("nb", BY_CHAPTER)
 def test_the_chapters_smoke_runs_recompute_identically(nb):
-    from pflkit.profiles import store_for
     from pflkit.replay import check
+    from pflkit.store import store_for
 
     store = store_for(nb.stem, "smoke").path
     if not any(store.glob("*.json")):

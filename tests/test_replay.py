@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import torch
 
 from pflkit import experiments as ex
-from pflkit import profiles, replay
+from pflkit import profiles, replay, store
 from pflkit.engine import run
 from tests.conftest import tiny_config
 
@@ -112,17 +112,17 @@ def test_the_sample_keeps_within_its_budget_of_replayed_training_seconds(monkeyp
 def test_book_profile_reads_the_committed_store(monkeypatch, tmp_path):
     monkeypatch.delenv("PFLBOOK_STORE_ROOT", raising=False)
     monkeypatch.delenv("PFLBOOK_FRESH", raising=False)
-    book = profiles.store_for("pfedhn", "book")
+    book = store.store_for("pfedhn", "book")
     assert book.path == profiles.COMMITTED / "pfedhn" and book.reuse == "any"
-    assert all(profiles.store_for(c, "book").path == profiles.COMMITTED / c for c in profiles.COMMITTED_CHAPTERS)
-    pending = profiles.store_for("a-new-chapter", "book")  # not in the committed store yet: a build store, same code
+    assert all(store.store_for(c, "book").path == profiles.COMMITTED / c for c in profiles.COMMITTED_CHAPTERS)
+    pending = store.store_for("a-new-chapter", "book")  # not in the committed store yet: a build store, same code
     assert pending.path.parts[-3:] == ("store", "book", "a-new-chapter") and pending.reuse == "same-code"
-    smoke = profiles.store_for("pfedhn", "smoke")
+    smoke = store.store_for("pfedhn", "smoke")
     assert smoke.path.parts[-3:] == ("store", "smoke", "pfedhn") and smoke.reuse == "same-code"
     monkeypatch.setenv("PFLBOOK_FRESH", "1")  # make book FRESH=1: recompute, do not read results/
-    assert profiles.store_for("pfedhn", "book").path.parts[-3:] == ("store", "book", "pfedhn")
+    assert store.store_for("pfedhn", "book").path.parts[-3:] == ("store", "book", "pfedhn")
     monkeypatch.setenv("PFLBOOK_STORE_ROOT", str(tmp_path))
-    assert profiles.store_for("pfedhn", "book").path == tmp_path / "book" / "pfedhn"
+    assert store.store_for("pfedhn", "book").path == tmp_path / "book" / "pfedhn"
 
 
 def test_pfedhn_runs_with_the_authors_client_optimiser_unless_told_otherwise():
