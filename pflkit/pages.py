@@ -435,7 +435,8 @@ def dash_for_missing() -> None:
 
 def flat_html(table) -> str:
     """``table`` as notebook HTML with one header row: a named index (or several) shown as the first
-    columns under their names, an unnamed one under a blank header, a default 0..n−1 index not at all."""
+    columns under their names, an unnamed one under a blank header, a default 0..n−1 index not at all;
+    every cell whole."""
     import pandas as pd
 
     if not isinstance(table, pd.DataFrame):  # a Styler (a page table, its index already hidden)
@@ -443,7 +444,8 @@ def flat_html(table) -> str:
     if not (isinstance(table.index, pd.RangeIndex) and table.index.name is None):
         blank = [" " if name is None else name for name in table.index.names]  # an unnamed level: a blank header
         table = table.set_axis(table.index.set_names(blank)).reset_index(allow_duplicates=True)
-    return table.to_html(index=False, notebook=True, justify="left")
+    with pd.option_context("display.max_colwidth", None):  # a cell is never cut ("…") where the page wraps it
+        return table.to_html(index=False, notebook=True, justify="left")
 
 
 class Folded:

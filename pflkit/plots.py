@@ -98,18 +98,29 @@ def short_labels(texts: list[str], chars: int) -> list[str]:
     return out
 
 
+def two_line_labels(texts: list[str], chars: int) -> list[str]:
+    """Each text wrapped at word boundaries onto at most two lines of ``chars`` characters; a longer text keeps
+    its first line whole and its rest cut by an ellipsis in the middle (:func:`short_labels`, so that rests which
+    read alike keep what tells them apart)."""
+    import textwrap
+
+    lines = [textwrap.wrap(t, chars) or [""] for t in texts]
+    rests = short_labels([" ".join(w[1:]) for w in lines], chars)
+    return [w[0] + ("\n" + r if len(w) > 1 else "") for w, r in zip(lines, rests, strict=True)]
+
+
 def claims_plot(rows, resolution: float = 1.0, width: float = 6.8, label_chars: int = 44):
     """Dot-and-interval plot of a chapter's claims in points: each claim's paired difference a − b
     with its 95 % interval, coloured by its verdict word, the band ± ``resolution`` where "no
     difference" applies, and the paper's difference (a black cross) where the paper gives one
     number.  Claims in other units, or on fewer seeds than an interval needs, are left out, and the
-    title says how many.  A long claim keeps its start and its end (:func:`short_label`).
+    title says how many.  A claim's label takes two lines at most (:func:`two_line_labels`).
     Returns the figure, or None when no claim qualifies."""
     every = [r for r in rows if r.get("_v") is not None]
     rows = [r for r in every if r["_v"].unit == "points" and r["_v"].lo == r["_v"].lo]
     if not rows:
         return None
-    height = 0.3 * len(rows) + 1.1  # inches: a row per claim and room for the legend
+    height = 0.38 * len(rows) + 1.1  # inches: a row per claim (two lines of its label) and room for the legend
     fig, ax = plt.subplots(figsize=(width, height))
     ax.axvspan(-resolution, resolution, color="0.92", zorder=0, label=f"± {resolution:g} point (no difference)")
     ax.axvline(0, color="0.5", lw=0.8, zorder=1)
@@ -126,7 +137,7 @@ def claims_plot(rows, resolution: float = 1.0, width: float = 6.8, label_chars: 
         ylim=(len(rows) - 0.5, -0.5),
         xlabel="a − b (points): ours (dot, 95 % CI)" + (", the paper (×)" if crosses else ""),
     )
-    ax.set_yticklabels(short_labels([r["claim"] for r in rows], label_chars), fontsize=7.5)
+    ax.set_yticklabels(two_line_labels([r["claim"] for r in rows], label_chars), fontsize=7.5, linespacing=1.0)
     if len(rows) < len(every):
         ax.set_title(f"{len(rows)} of the {len(every)} claims: the others are in other units than points "
                      "or have too few seeds for an interval", fontsize=7.5)  # fmt: skip

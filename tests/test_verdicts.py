@@ -330,6 +330,11 @@ def test_short_labels_keep_both_ends():
     assert short_labels(alike, 30) == ["ours: the paper's Fed…softmax…", "ours: the paper'…no annealing…"]
     assert short_labels(alike, 48) == ["ours: the paper's FedMN −…softmax…", "ours: the paper's FedMN −…no annealing…"]
     assert short_labels(["a short one", *alike[:1]], 30)[0] == "a short one"  # nothing alike: cut as before
+    from pflkit.plots import two_line_labels
+
+    two = two_line_labels(["a short one", "pathological: FedPer beats FedAvg's global model", *alike], 30)
+    assert two[:2] == ["a short one", "pathological: FedPer beats\nFedAvg's global model"]  # whole words, no cut
+    assert two[2] == "ours: the paper's FedMN −\nsoftmax (both…m's tuned rate)"  # longer: the rest cut in its middle
 
 
 def test_findings_name_a_check_made_in_several_settings_once():
