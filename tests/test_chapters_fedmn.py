@@ -575,6 +575,8 @@ def test_table2_seeds_plan_every_claim_and_cap_the_seeds_run():
     plan, seeds = table2_seeds(t, claims, "swap", arms, [0, 1, 2], 10, resolution=1.0, run=2)
     assert list(plan.index) == ["FedMN − strongest baseline", "B − C", "swap"]
     assert set(seeds) == set(arms) and all(len(s) <= 2 and set(s) <= {0, 1, 2} for s in seeds.values())
+    _, five = table2_seeds(t, claims, "swap", arms, [0, 1, 2], 10, resolution=1.0, run=7)
+    assert five["FedMN"] == five["B"] == [0, 1, 2, 3, 4] and five["C"] == [0, 1, 2]  # the headline: five at least
 
 
 def test_table2_table_shown_and_notes():

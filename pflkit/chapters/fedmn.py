@@ -617,8 +617,9 @@ def federations(config):
 def table2_seeds(result, claims: dict, swap: str, arms: dict, seeds, rounds: int, *, resolution: float, run: int):
     """Table II's seed plan from its pilot seeds (``result``): the paired differences of ``claims``
     (name → (a, b)) pooled, the swap test (named ``swap``) on its own; and the seeds each arm runs, at
-    most ``run``.  Where the pilot already finds the swap test inert, the headline's arms add none."""
-    from ..verdicts import SEED_CAP, arm_seeds, seed_plan, verdict
+    most ``run``.  Where the pilot already finds the swap test inert, the headline's plan adds none; the
+    headline's arms run :data:`~pflkit.verdicts.HEADLINE_SEEDS` at least, within ``run``."""
+    from ..verdicts import HEADLINE_SEEDS, SEED_CAP, arm_seeds, seed_plan, verdict
 
     swaps = list(swap_gain(result, "FedMN", rounds))
     plan = pd.concat([
@@ -627,7 +628,9 @@ def table2_seeds(result, claims: dict, swap: str, arms: dict, seeds, rounds: int
     ])  # fmt: skip
     inert = verdict(swaps, resolution=resolution).word in ("no difference", "contradicted")
     to_run = {k: v for k, v in claims.items() if not (inert and k == "FedMN − strongest baseline")}
-    planned = arm_seeds(plan, {**to_run, swap: ("FedMN",)}, seeds, arms=arms, cap=SEED_CAP)
+    floor = {"the headline's floor": claims["FedMN − strongest baseline"]}
+    planned = arm_seeds(plan, {**to_run, swap: ("FedMN",)} | floor, seeds, arms=arms, cap=SEED_CAP,
+                        least=dict.fromkeys(floor, HEADLINE_SEEDS))  # fmt: skip
     return plan, {a: s[:run] for a, s in planned.items()}
 
 
