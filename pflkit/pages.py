@@ -479,6 +479,28 @@ class Fitted(Folded):
         return missing_as_dash(flat_html(self.table[self.columns])) + super()._repr_html_()
 
 
+METRIC_WORDS = {"val_mean_acc": "validation accuracy (%)", "val_pooled_acc": "validation micro acc (%)"}
+OPTION_WORDS = {"lr": "learning rate", "lam": "λ", "c_lr": "η₃", "rho": "ρ", "mu": "μ", "alpha": "α",
+                "personal_lr": "personal rate", "eps1": "ε₁"}  # fmt: skip
+
+
+def pilot_view(table, words: dict | None = None):
+    """A pilot's table (:meth:`pflkit.tuning.Tuning.table` or ``summary``, or several concatenated) in the page's
+    words: the metric column named in words (:data:`METRIC_WORDS`), each setting's options too ("c_lr=0.01,
+    rho=0.5" → "η₃ = 0.01, ρ = 0.5"; :data:`OPTION_WORDS`, then ``words``), in the index and the "chosen" column."""
+    import re
+
+    names = OPTION_WORDS | (words or {})
+
+    def plain(value):
+        if not isinstance(value, str):
+            return value
+        return re.sub(r"(\w+)=([^,\s]+)", lambda m: f"{names.get(m[1], m[1])} = {m[2]}", value)
+
+    out = table.rename(columns=METRIC_WORDS).rename(index=plain)
+    return out.assign(chosen=out["chosen"].map(plain)) if "chosen" in out else out
+
+
 def fit(table, columns, title: str = "Every column") -> Fitted:
     """``table`` shown with ``columns`` only (at most six beside the index fit the page), and
     whole in a fold titled ``title``."""

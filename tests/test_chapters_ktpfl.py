@@ -509,7 +509,8 @@ def test_table2_claims_data_control_and_coefficient_claims():
         table.loc["FedAvg + FT", "ours, all images"] == pytest.approx(81.0)
         and table.loc["FedAvg + FT", "paper"] == 90.2
     )
-    assert claims[0]["verdict"] == "reproduces" and "81.0 on all images, 71.0 on the subset" in claims[0]["claim"]
+    assert claims[0]["verdict"] == "reproduces" and claims[0]["claim"].endswith("(the data-per-client control)")
+    assert "81.0 % on all images, 71.0 % on the subset" in claims[0]["notes"]
     corr = pd.DataFrame({"split": ["A"] * 3, "seed": [0, 1, 2], "Spearman(c, label similarity)": [0.4, 0.5, 0.45]})
     (row,) = coefficient_claims(corr, {"A": res}, {"A": out["mech"]})
     assert row["claim"].startswith("A: c puts more weight") and row["verdict"] == "reproduces"
@@ -1005,3 +1006,24 @@ def test_an_arm_below_fedavg_where_each_client_trains_twice_is_explained_by_its_
         r["config"] = r["config"] | {"sample_rate": 0.1}
         r["improving"] = 3.0 if arm == "FedAvg" else -2.0
     assert undertrained_why(falling, 100) == {}  # an arm that falls is not under-trained
+
+
+def test_per_fedavg_at_one_minibatch_a_client_is_explained_by_its_step_count_control():
+    from pflkit.chapters.ktpfl import STEPS_CTL
+    from pflkit.chapters.ktpfl_claims import steps_why
+
+    res = sweep_result({"FedAvg": [record(0.52), record(0.58), record(0.56)], "Per-FedAvg": [record(0.16)] * 3})
+    for r in res.records.values():
+        r["config"] = r["config"] | {"local_epochs": 3, "batch_size": 128}
+    ctl = sweep_result({STEPS_CTL: [record(0.55), record(0.51)]})  # two seeds: seed 2 has no control
+    why = steps_why(res, ctl, 100, 54.0)["Per-FedAvg"]
+    assert "a client with about 54 training images (minibatches of 128) makes 1 model update a round" in why
+    assert "where FedAvg makes 3; at twice the local epochs" in why
+    assert (
+        "it reads 53.0 % against FedAvg's 55.0 % (16.0 % at 3 epochs): the updates account for 95 % of the gap" in why
+    )
+    ahead = steps_why(res, sweep_result({STEPS_CTL: [record(0.69)] * 3}), 100, 54.0)["Per-FedAvg"]
+    assert "the updates account for the whole gap (Table 2, 100 clients, 3 seeds)" in ahead
+    assert "(Table 2, 100 clients, 2 seeds)" in why
+    weak = sweep_result({STEPS_CTL: [record(0.30), record(0.30)]})  # closes less than half of the gap: not the reason
+    assert steps_why(res, weak, 100, 54.0) == {} and steps_why(res, sweep_result({STEPS_CTL: []}), 100, 54.0) == {}

@@ -812,3 +812,18 @@ def test_the_worst_tenth_of_the_clients_is_the_mean_of_the_lowest_accuracies():
     assert worst_clients(accs[:10]) == pytest.approx(50.0)  # 10 clients: the worst one
     assert worst_clients([0.8]) == pytest.approx(80.0) and worst_clients([]) != worst_clients([])  # NaN
     assert worst_clients(accs, share=1.0) == pytest.approx(100 * sum(accs) / len(accs))
+
+
+def test_a_pilot_table_reads_in_words():
+    import pandas as pd
+
+    from pflkit.pages import pilot_view
+
+    t = pd.DataFrame({"val_mean_acc": ["70.0 ± 1.0", "72.0"], "chosen": ["", "yes"]},
+                     index=pd.MultiIndex.from_tuples([("KT-pFL η₃, ρ", "c_lr=0.01, rho=0.5"), ("FedAvg", "lr=0.1")],
+                                                     names=["method", "setting"]))  # fmt: skip
+    v = pilot_view(t)
+    assert list(v.columns) == ["validation accuracy (%)", "chosen"] and list(v.chosen) == ["", "yes"]
+    assert list(v.index) == [("KT-pFL η₃, ρ", "η₃ = 0.01, ρ = 0.5"), ("FedAvg", "learning rate = 0.1")]
+    s = pilot_view(pd.DataFrame({"chosen": ["lr=0.05, K=3"]}, index=["pFedMe"]), words={"K": "local steps K"})
+    assert s.loc["pFedMe", "chosen"] == "learning rate = 0.05, local steps K = 3"

@@ -360,6 +360,7 @@ class Protocol:
 # --- the arms' names and the paper's rows ------------------------------------------------------------------
 
 LOCAL = "Local (λ = 0)"
+STEPS_CTL = "Per-FedAvg, twice the local epochs"  # Table 2's step-count control at the larger client counts
 NO_SERVER = "FedDF, no server distillation"  # FedDF's control: FedAvg within each architecture (server_steps = 0)
 TOPK_A = "TopK-pFD (the authors' rule)"  # TopK as the authors' code runs it: above the median similarity, uniform
 
@@ -515,6 +516,16 @@ KT_ARMS = ("KT-pFL", "FedMD", LOCAL)  # the channel's probe runs in these: the m
 # the arms that share one rate: the soft-prediction methods (they differ in c alone) and Local, their λ = 0 control
 SOFT_GROUP = ("KT-pFL", "FedMD", "Sim-pFD", "TopK-pFD", TOPK_A, LOCAL)
 FEDDF_METHODS = ("feddf", "pfeddf")  # FedDF and pFedDF: one server rate for both, early stopping on
+
+
+def steps_control(p: Protocol, counts, lr: float, store, seeds) -> dict:
+    """Table 2's control at the larger client counts ``counts``: Per-FedAvg at its rate ``lr`` with twice the local
+    epochs (arm :data:`STEPS_CTL`), so that every client makes as many model updates a round as FedAvg (a
+    Per-FedAvg step takes two minibatches), on twice FedAvg's samples.  Returns count -> its runs on ``seeds``."""
+    from ..experiments import sweep
+
+    return {n: sweep({STEPS_CTL: p.homog("perfedavg", n, per_round=sampling_rate(n), lr=lr,
+                                         local_epochs=2 * p.fields["local_epochs"])}, seeds, store) for n in counts}  # fmt: skip
 
 
 def homog_label(method: str) -> str:
