@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -48,11 +49,25 @@ def partition_report(part, ds, ax=None, title: str | None = None):
     return sizes
 
 
-def arm_palette(arms, palette: str = "tab10") -> dict:
+METHOD_REDS = ["#d62728", "#8b1a1a", "#f4a3a3", "#5c0f0f"]  # the paper's method and its variants: one strong colour
+
+
+def arm_palette(arms, palette: str = "tab10", method: str = "") -> dict:
     """One colour per arm, the same in every panel of a figure (``hue_order`` and ``palette`` for
-    seaborn): the arms in their first-seen order, coloured from ``palette``."""
+    seaborn): the arms in their first-seen order, coloured from ``palette``; with ``method`` (the paper's), the
+    arms named after it take :data:`METHOD_REDS` and the others ``palette`` without its red."""
     arms = list(dict.fromkeys(arms))
-    return dict(zip(arms, sns.color_palette(palette, max(len(arms), 1))))
+    ours = [a for a in arms if method and a.startswith(method)]
+    rest = [a for a in arms if a not in ours]
+    colours = [c for c in sns.color_palette(palette, max(len(rest) + 1, 10)) if not (method and _reddish(c))]
+    reds = [mcolors.to_rgb(METHOD_REDS[i % len(METHOD_REDS)]) for i in range(len(ours))]
+    return dict(zip(ours, reds)) | dict(zip(rest, colours))
+
+
+def _reddish(rgb) -> bool:
+    """A colour a reader would take for the paper's red."""
+    r, g, b = rgb
+    return r > 0.6 and g < 0.35 and b < 0.35
 
 
 VERDICT_COLOURS = {  # one colour per verdict word, in every chapter's plot of its claims

@@ -688,6 +688,8 @@ def test_draw_functions_return_figures_with_their_panels_and_labels():
     assert len(dec.axes) == 2 and dec.axes[0].get_xlabel() == "path (E = 2)"  # the heatmap and its colour bar
     assert [t.get_text() for t in dec.axes[0].get_yticklabels()] == ["c0 (cluster 0)", "c3 (cluster 0)", "c1 (cluster 1)",
                                                                      "c2 (cluster 1)"]  # fmt: skip
+    wide = ch.draw_decisions([[0.5] * 27] * 4, np.array([0, 1, 1, 0]), 60, 0)  # 27 paths: a label every 4th
+    assert [t.get_text() for t in wide.axes[0].get_xticklabels()] == ["0", "4", "8", "12", "16", "20", "24"]
     probe = {"gap": 0.5, "label_share": 0.2, "g_sd": 1.0}
     three = {(a, 0): {2: probe, 4: probe} for a in "ABC"}
     trace = ch.draw_router_trace(_Result(three, rounds=4))

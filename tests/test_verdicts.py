@@ -286,6 +286,9 @@ def test_an_arm_keeps_its_colour_across_panels():
     pal = arm_palette(["FedAvg", "pFedHN", "FedAvg", "Local"])
     assert list(pal) == ["FedAvg", "pFedHN", "Local"] and len(set(pal.values())) == 3
     assert arm_palette(["FedAvg", "pFedHN", "Local"]) == pal  # the same arms, the same colours
+    lead = arm_palette(["FedAvg", "pFedHN", "Local", "pFedHN-PC", "LG-FedAvg", "FedPer"], method="pFedHN")
+    assert lead["pFedHN"] == (214 / 255, 39 / 255, 40 / 255) and lead["pFedHN-PC"] != lead["pFedHN"]
+    assert not any(r > 0.6 and g < 0.35 and b < 0.35 for a, (r, g, b) in lead.items() if not a.startswith("pFedHN"))
 
 
 def test_the_claims_plot_draws_each_claim_in_points_and_the_paper_s_number():

@@ -644,7 +644,8 @@ def draw_decisions(paths, dominant: np.ndarray, rounds: int, seed: int):
 
     order = np.argsort(dominant, kind="stable")
     fig, ax = plt.subplots(figsize=(6.9, 0.2 * len(paths) + 1.4))
-    sns.heatmap(np.array(paths)[order], cmap="viridis", vmin=0, vmax=1, ax=ax,
+    every = max(1, len(paths[0]) // 6)  # a label every few paths: numbers that do not run together at the column
+    sns.heatmap(np.array(paths)[order], cmap="viridis", vmin=0, vmax=1, ax=ax, xticklabels=every,
                 yticklabels=[f"c{i} (cluster {dominant[i]})" for i in order], cbar_kws={"label": "path weight"})  # fmt: skip
     ax.set(xlabel=f"path (E = {len(paths[0])})", title=f"FedMN's decisions after round {rounds} (seed {seed})")
     return _done(fig)
