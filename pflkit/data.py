@@ -233,6 +233,30 @@ def load_fashion_mnist_pairs(root=None, download: bool = False) -> FedDataset:
     return with_pairs(load_fashion_mnist(root, download), "fashion-mnist-pairs")
 
 
+@register(
+    "fashion-mnist-tops",
+    "Fashion-MNIST's four tops (T-shirt/top, Pullover, Coat, Shirt: its most confusable classes), relabelled 0-3",
+    _idx_available(_fashion_dirs, "train-images-idx3-ubyte"),
+)
+def load_fashion_mnist_tops(root=None, download: bool = False) -> FedDataset:
+    """Only the images of Fashion-MNIST's coarse group "tops" (a regime where a client's two classes are hard to
+    tell apart while a model shared by clients of other class pairs is pulled apart: pFedHN's headroom pilot)."""
+    return only_classes(load_fashion_mnist(root, download), FASHION_COARSE_NAMES[0], "fashion-mnist-tops")
+
+
+def only_classes(ds: FedDataset, group: str, name: str) -> FedDataset:
+    """``ds`` restricted to the classes of its coarse group ``group``, relabelled 0, 1, ... in their order
+    (train and test alike; no coarse groups left)."""
+    keep = [c for c in range(ds.n_classes) if ds.coarse_names[ds.coarse_of_class[c]] == group]
+    new = torch.full((ds.n_classes,), -1, dtype=torch.long)
+    new[keep] = torch.arange(len(keep))
+    tr, te = new[ds.y_train] >= 0, new[ds.y_test] >= 0
+    return dataclasses.replace(
+        ds, name=name, x_train=ds.x_train[tr], y_train=new[ds.y_train[tr]], x_test=ds.x_test[te],
+        y_test=new[ds.y_test[te]], classes=[ds.classes[c] for c in keep], coarse_of_class=None, coarse_names=None,
+    )  # fmt: skip
+
+
 def with_pairs(ds: FedDataset, name: str) -> FedDataset:
     """``ds`` whose coarse groups are its class pairs (0, 1), (2, 3), ...: what the ``coarse`` protocol
     hands out, two clients a pair (pFedMB §V-B)."""
@@ -811,4 +835,32 @@ def fetch_fashion_mnist(root=None) -> str:
         ) from None
 
 
-from . import peer  # noqa: E402, F401  (registers fashion-mnist-pfllib, PFLlib's split of these images)
+# ----------------------------------------------------------------------------- PFLlib's split (the peer check)
+
+SPLIT_FILE = REPO_DATA.parent / "data" / "partitions" / "pfllib-fmnist-dir.npz"  # :func:`pflkit.peer.split_of`'s
+
+
+def pooled_fashion_mnist(root=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fashion-MNIST's official train then test images (uint8, N x 1 x 28 x 28) and labels, as
+    PFLlib pools them before it deals them out."""
+    ds = load_fashion_mnist(root)
+    return torch.cat([ds.x_train, ds.x_test]), torch.cat([ds.y_train, ds.y_test])
+
+
+@register(
+    "fashion-mnist-pfllib",
+    "Fashion-MNIST dealt out as PFLlib's Dirichlet-0.1 split of 20 clients (its train/test files; --partition natural)",
+    lambda root: SPLIT_FILE.is_file() and _idx_available(_fashion_dirs, "train-images-idx3-ubyte")(root),
+)
+def load_fashion_mnist_pfllib(root=None, download: bool = False) -> FedDataset:
+    if not SPLIT_FILE.is_file():
+        raise DataUnavailable(f"{SPLIT_FILE} is missing: `python tools/pfllib_peer.py split SCRATCH` writes it")
+    x, y = pooled_fashion_mnist(root)
+    split = np.load(SPLIT_FILE)
+    tr, te = torch.from_numpy(split["train"]), torch.from_numpy(split["test"])
+    users = sorted(set(split["train_user"].tolist()))
+    return FedDataset(
+        "fashion-mnist-pfllib", x[tr], y[tr], x[te], y[te], classes=list(FASHION_CLASSES), mean=(0.5,), std=(0.5,),
+        info={"users": [f"client {u}" for u in users], "train_user": split["train_user"],
+              "test_user": split["test_user"], "split": "PFLlib FashionMNIST dir (Dirichlet 0.1, seed 1)"},
+    )  # fmt: skip

@@ -5,7 +5,7 @@ to 20 clients by a Dirichlet(0.1) draw over labels and splits each client's imag
 its train and test files.  :func:`split_of` reads those files and finds every image in the
 pooled official set (by its pixels and label), so that the split travels with the book as a
 list of indices (``data/partitions/pfllib-fmnist-dir.npz``, written by ``tools/pfllib_peer.py``)
-and not as PFLlib's data.  The dataset ``fashion-mnist-pfllib`` rebuilds it from the Debian
+and not as PFLlib's data.  The dataset ``fashion-mnist-pfllib`` (:mod:`pflkit.data`) rebuilds it from the Debian
 images: each client's train images in PFLlib's order as one user, its test images likewise,
 normalised as PFLlib normalises them (to [-1, 1]); the ``natural`` partition with
 ``val_fraction`` 0 hands every client exactly its PFLlib files.
@@ -22,13 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-from .data import FASHION_CLASSES, FedDataset, _fashion_dirs, _idx_available, load_fashion_mnist, register
-from .errors import DataUnavailable, PflkitError
+from .errors import PflkitError
 
 ROOT = Path(__file__).resolve().parent.parent
-SPLIT_FILE = ROOT / "data" / "partitions" / "pfllib-fmnist-dir.npz"
 RUNS_FILE = ROOT / "results" / "basics" / "pfllib_peer.csv"  # PFLlib's runs (tools/pfllib_peer.py runs)
 PEER_LAST = 5  # rounds averaged at the end of a run (the issue's "mean of the last 5 rounds")
 PEER_TOLERANCE = 2.0  # points: PFLlib's value within this of the kit's mean over seeds
@@ -63,32 +60,6 @@ def split_of(folder, pooled_x: np.ndarray, pooled_y: np.ndarray) -> dict[str, np
                 out[split].append(found.pop())
                 out[f"{split}_user"].append(client)
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
-
-
-def pooled_fashion_mnist(root=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fashion-MNIST's official train then test images (uint8, N x 1 x 28 x 28) and labels, as
-    PFLlib pools them before it deals them out."""
-    ds = load_fashion_mnist(root)
-    return torch.cat([ds.x_train, ds.x_test]), torch.cat([ds.y_train, ds.y_test])
-
-
-@register(
-    "fashion-mnist-pfllib",
-    "Fashion-MNIST dealt out as PFLlib's Dirichlet-0.1 split of 20 clients (its train/test files; --partition natural)",
-    lambda root: SPLIT_FILE.is_file() and _idx_available(_fashion_dirs, "train-images-idx3-ubyte")(root),
-)
-def load_fashion_mnist_pfllib(root=None, download: bool = False) -> FedDataset:
-    if not SPLIT_FILE.is_file():
-        raise DataUnavailable(f"{SPLIT_FILE} is missing: `python tools/pfllib_peer.py split SCRATCH` writes it")
-    x, y = pooled_fashion_mnist(root)
-    split = np.load(SPLIT_FILE)
-    tr, te = torch.from_numpy(split["train"]), torch.from_numpy(split["test"])
-    users = sorted(set(split["train_user"].tolist()))
-    return FedDataset(
-        "fashion-mnist-pfllib", x[tr], y[tr], x[te], y[te], classes=list(FASHION_CLASSES), mean=(0.5,), std=(0.5,),
-        info={"users": [f"client {u}" for u in users], "train_user": split["train_user"],
-              "test_user": split["test_user"], "split": "PFLlib FashionMNIST dir (Dirichlet 0.1, seed 1)"},
-    )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- PFLlib's runs

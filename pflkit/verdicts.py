@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from .results import PaperMargin, method_key, reported_above
+
 if TYPE_CHECKING:
     from .sweeps import SweepResult
 
@@ -166,48 +168,6 @@ def verdict(
 
 
 # ----------------------------------------------------------------------------- the paper's size
-
-
-class PaperMargin(str):
-    """The paper's margin for a claim's *own* comparison, as the claims tables print it (the string)
-    and as numbers: ``margins``, a − b in the claim's unit per dataset the paper reports (``datasets``);
-    ``values``, the paper's two accuracies (%) per dataset, (a, b), when the margin is a difference of
-    accuracies, so that it can be carried to our scale as a relative reduction of error; ``strongest``,
-    the paper's margin against its strongest comparator in that table and column where that is another
-    comparator ("+2.7 vs Sim-pFD").  Given ``values``, the margins are their differences."""
-
-    margins: tuple
-    datasets: tuple
-    values: tuple
-    strongest: str
-    vs: str
-
-    def __new__(cls, text: str, margins=None, *, datasets=(), values=(), strongest: str = "", vs: str = ""):
-        self = super().__new__(cls, text)
-        self.values = tuple(tuple(map(float, v)) for v in values)
-        self.margins = tuple(float(x) for x in margins) if margins is not None else tuple(a - b for a, b in self.values)
-        self.datasets, self.strongest, self.vs = tuple(datasets), strongest, vs
-        if self.values and len(self.values) != len(self.margins):
-            raise ValueError("one (a, b) pair of accuracies per margin")
-        return self
-
-    def prefixed(self, prefix: str) -> PaperMargin:
-        """The same margin, its text after ``prefix`` ("FeSEM(3) − FedAvg: ")."""
-        return PaperMargin(prefix + self, self.margins, datasets=self.datasets, values=self.values,
-                           strongest=self.strongest, vs=self.vs)  # fmt: skip
-
-    def carried(self, ours_b: float | None) -> tuple[float, ...]:
-        """The margins carried to our scale: the paper's relative reduction of error,
-        (err_b − err_a) / err_b, applied to our comparator's error ``100 − ours_b`` (an assumption the
-        glossary states: the effect scales with the error there is to remove).  Margins that are not
-        differences of accuracies, or with no comparator of ours, are carried as printed."""
-        if not self.values or ours_b is None or ours_b != ours_b:
-            return self.margins
-        return tuple((a - b) / (100 - b) * (100 - ours_b) if b < 100 else 0.0 for a, b in self.values)
-
-    def tie(self, m: float) -> bool:
-        """A "beats" claim whose paper margins are all smaller than ``m`` on the paper's own scale."""
-        return bool(self.margins) and max(abs(x) for x in self.margins) < m
 
 
 def carried_text(carried) -> str:
@@ -443,12 +403,6 @@ def saturation(result: SweepResult, arms=None, metric: str = "mean_acc", *, m: f
     return ""
 
 
-def method_key(name: str) -> str:
-    """A method's name as the published tables and our arms both spell it: "Per-FedAvg", "per fedavg" -> "perfedavg"
-    ("FedAvg+" keeps its "+": another method than FedAvg)."""
-    return re.sub(r"[\s\-_]", "", name.lower())
-
-
 def _base_name(arm: str) -> tuple[str, str]:
     """An arm's method and its variant, as a pattern for the same variant of another method: "pFedMe (L)"
     -> ("pFedMe", "{} (L)"); pFedMB's "Dirichlet 0.4 / 15 clients · pFedMe" -> ("pFedMe", "Dirichlet 0.4 / 15
@@ -466,8 +420,6 @@ def weak_arms(result: SweepResult, arms, metric: str = "mean_acc", reported: dic
     points below that reference in ``result`` on the seeds both ran (an arm's variant against the same variant of the
     reference: "pFedMe (L)" against "Local (L)"): arm -> "pFedMe 32.0 points below FedAvg (PFLlib reports it above)"."""
     if reported is None:
-        from .results import reported_above
-
         reported = reported_above()
     reported = {method_key(k): v for k, v in reported.items()}
     out = {}

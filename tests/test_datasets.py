@@ -367,3 +367,18 @@ def test_missing_dataset_one_line(name):
         data.load_dataset(name)
     msg = str(err.value)
     assert msg and "\n" not in msg and "download" in msg
+
+
+def test_only_classes_keeps_one_coarse_group_relabelled_in_order():
+    import torch
+
+    from pflkit.data import FedDataset, only_classes
+
+    y = torch.tensor([0, 1, 2, 3, 4, 5, 2, 0])
+    ds = FedDataset("toy", torch.arange(8, dtype=torch.uint8).view(8, 1, 1, 1), y, torch.zeros(3, 1, 1, 1, dtype=torch.uint8),
+                    torch.tensor([4, 1, 2]), classes=list("abcdef"), mean=(0.0,), std=(1.0,),
+                    coarse_of_class=[0, 1, 0, 1, 0, 2], coarse_names=["tops", "bottoms", "shoes"])  # fmt: skip
+    tops = only_classes(ds, "tops", "toy-tops")
+    assert tops.classes == ["a", "c", "e"] and tops.name == "toy-tops" and tops.coarse_of_class is None
+    assert tops.y_train.tolist() == [0, 1, 2, 1, 0] and tops.x_train.flatten().tolist() == [0, 2, 4, 6, 7]
+    assert tops.y_test.tolist() == [2, 1] and tops.n_classes == 3

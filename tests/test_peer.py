@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pflkit.data import available_offline, load_dataset
+from pflkit.data import SPLIT_FILE, available_offline, load_dataset
 from pflkit.errors import PflkitError
 from pflkit.models import build_model, n_params
 from pflkit.partitions import partition_dataset
-from pflkit.peer import SPLIT_FILE, last_rounds, peer_table, pfllib_runs, split_of
+from pflkit.peer import last_rounds, peer_table, pfllib_runs, split_of
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,8 +20,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from pflkit.data import SPLIT_FILE, pooled_fashion_mnist  # noqa: E402
 from pflkit.errors import PflkitError  # noqa: E402
-from pflkit.peer import RUNS_FILE, SPLIT_FILE, pfllib_runs, pooled_fashion_mnist, split_of  # noqa: E402
+from pflkit.peer import RUNS_FILE, pfllib_runs, split_of  # noqa: E402
 
 
 def main(argv=None) -> int:

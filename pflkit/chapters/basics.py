@@ -22,7 +22,7 @@ def paper_gap(source: dict[str, float], a: str, b: str) -> float | None:
 def published_margin(source: dict[str, float], a: str, b: str, name: str, dataset: str = "FMNIST"):
     """The published margin a − b as the claims table prints it ("+11.6 (PFLlib)"), with its two
     accuracies (:class:`~pflkit.verdicts.PaperMargin`), or "(not reported)"."""
-    from ..verdicts import PaperMargin
+    from ..results import PaperMargin
 
     gap = paper_gap(source, a, b)
     if gap is None:

@@ -35,7 +35,7 @@ def table2_claims(result, pub: pd.DataFrame, paper_row: dict, best: str, best_ot
     FedAvg, beside the paper's margins (``pub``: the paper's Table II, rows its methods, columns its
     datasets; ``paper_row``: our arm → its row there)."""
     from ..experiments import claim, mechanism, verdict
-    from ..verdicts import PaperMargin
+    from ..results import PaperMargin
 
     def name(a):
         return paper_row.get(a, a)

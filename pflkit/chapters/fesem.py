@@ -237,7 +237,7 @@ def paper_diff(paper: pd.DataFrame, a: str, b: str, metric: str = "micro_acc"):
     ("FEMNIST +2.1, FedCelebA +1.2") with its numbers (:class:`~pflkit.verdicts.PaperMargin`), and,
     where ``a`` is a FeSEM row compared with another method, its margin over the strongest method of
     another family in each table and column.  Used by the claims of *Tables 2 and 3*."""
-    from ..verdicts import PaperMargin
+    from ..results import PaperMargin
 
     pairs = {DATASETS[t]: (paper_value(paper, t, a, metric), paper_value(paper, t, b, metric)) for t in DATASETS}
     text = ", ".join(f"{d} {x - y:+.1f}" for d, (x, y) in pairs.items())

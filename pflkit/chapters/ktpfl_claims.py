@@ -10,12 +10,11 @@ import numpy as np
 import pandas as pd
 
 from ..pages import claim_bullets
-from ..results import margin_text, pair_margin
+from ..results import PaperMargin, margin_text, pair_margin
 from ..verdicts import (
     INERT,
     SEED_CAP,
     WEAK_BELOW,
-    PaperMargin,
     claim,
     claim_row,
     flagged,

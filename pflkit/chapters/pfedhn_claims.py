@@ -9,9 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..results import absent_rival, margin_text
+from ..results import PaperMargin, absent_rival, margin_text
 from ..verdicts import (
-    PaperMargin,
     arms_budget,
     claim,
     claim_row,

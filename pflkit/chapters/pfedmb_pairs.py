@@ -18,7 +18,8 @@ from IPython.display import Markdown, display
 from ..engine import Federation, RunConfig
 from ..experiments import claim, in_words, paper_vs_ours, saturation
 from ..pages import claim_bullets
-from ..verdicts import RESOLUTION, PaperMargin, fmt_interval, seeds_text, verdict
+from ..results import PaperMargin
+from ..verdicts import RESOLUTION, fmt_interval, seeds_text, verdict
 from .pfedmb import PFEDMB, derived_claim, eval_every, main_run, pair_diffs, pair_scores, paper_diff, per_seed
 from .pfedmb_sections import EQ5, EQ6, PAIR_MAIN, VARIANTS, Params
 

@@ -19,7 +19,8 @@ from ..engine import RunConfig
 from ..experiments import HEADLINE_SEEDS, SEED_CAP, arm_seeds, claim, mechanism, saturation, seed_plan, sweep_stable
 from ..methods import display_name
 from ..pages import claim_bullets
-from ..verdicts import RESOLUTION, PaperMargin, claim_row, seeds_text, verdict
+from ..results import PaperMargin
+from ..verdicts import RESOLUTION, claim_row, seeds_text, verdict
 from .pfedmb import (
     PFEDMB,
     alpha_follows_data,
