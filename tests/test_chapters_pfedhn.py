@@ -659,7 +659,7 @@ def test_option_checks_and_texts_say_the_numbers():
     res = SimpleNamespace(compare=lambda a, b: f"{a} vs {b}")
     checks = chp.option_checks(res, 10, 1000, 50.0, "avg", "noclip")
     assert len(checks) == 2 and "pFedHN vs avg" in checks[0] and "norm 50 (10 clients)" in checks[1]
-    table = pd.DataFrame({"Local val_mean_acc (%)": [61.25]}, index=["4 classes, 100 images"])
+    table = pd.DataFrame({"Local, validation (%)": [61.25]}, index=["4 classes, 100 images"])
     text = chp.headroom_choice(table, "4 classes, 100 images", 4, 100, 300, 0, 70.0)
     assert "**4 classes and 100 training images per client**" in text and "61.2 %" in text and "70.0 %" in text
     assert "**7 seeds**, at most 10; this build ran 5" in chp.headroom_plan_text(3, 0.9, 7, 10, 5)
@@ -1111,3 +1111,28 @@ def test_the_tuned_baselines_are_shown_beside_the_tables_arms_with_what_one_seed
     line = chp.tuned_shown(pilot, beside, 0, carried)[2].data
     assert line.endswith("at Table 1's 50 local steps a round (10 clients, headroom split) Per-FedAvg at the tuned "
                          "values diverged on 1 of 2 seeds (seed 0: 82.5 %).")  # fmt: skip
+
+
+def test_the_regime_pilot_finds_the_papers_structure_local_near_its_own_and_fedavg_far_below():
+    t1c = partial(
+        ch.table1_config, _config, updates=20, local_steps=2, images=(None, None), clip=0.0, options={}, evals=4
+    )
+    pilot = ch.headroom_pilot_grid(t1c, 10, [6], [100], updates=40, per_round=5, evals=4)["6 classes, 100 images"]
+    arms = ch.regime_arms(pilot, ["fashion-mnist", "fashion-mnist-tops"], [100, 300])
+    assert list(arms)[:2] == ["FMNIST, 2 classes, 100 images · Local", "FMNIST, 2 classes, 100 images · FedAvg"]
+    tops = arms["FMNIST tops, 2 classes, 300 images · FedAvg"]
+    assert (tops.method, tops.dataset, tops.classes_per_client, tops.train_images, tops.rounds) == (
+        "fedavg", "fashion-mnist-tops", 2, 3000, 8)  # fmt: skip
+    assert arms["FMNIST, 2 classes, 100 images · Local"] == dataclasses.replace(pilot, classes_per_client=2)
+    res = result({"A, 2 classes · Local": [record(0.97)], "A, 2 classes · FedAvg": [record(0.71)],
+                  "B, 2 classes · Local": [record(0.87)], "B, 2 classes · FedAvg": [record(0.69)],
+                  "C, 2 classes · Local": [record(0.86)], "C, 2 classes · FedAvg": [record(0.80)]})  # fmt: skip
+    t = chp.regime_table(res, 86.5)
+    assert list(t.index) == ["A, 2 classes", "B, 2 classes", "C, 2 classes"]
+    assert list(t["the paper's structure"]) == ["no", "yes", "no"]  # A: Local too high; C: FedAvg too near Local
+    assert t.loc["B, 2 classes", "Local − FedAvg"] == pytest.approx(18.0)
+    text = chp.regime_text(t, {"Local": 86.5, "FedAvg": 51.4})
+    assert "exists on *B, 2 classes*: Local reads 87.0 % and FedAvg's global model 69.0 % there" in text
+    assert chp.regime_text(t.drop(index="B, 2 classes"), {"Local": 86.5, "FedAvg": 51.4}).startswith("No split")
+    shown = chp.regime_shown(res, {"Local": 86.5, "FedAvg": 51.4})
+    assert len(shown) == 3 and "exists on" in shown[2].data

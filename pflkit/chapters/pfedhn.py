@@ -17,7 +17,7 @@ import torch
 from sklearn.metrics import silhouette_score
 from sklearn.neighbors import KNeighborsClassifier
 
-from ..engine import Federation, build
+from ..engine import Federation, RunConfig, build
 from ..federated import evaluate
 from ..methods import get_method
 from ..methods.pfedhn import swap_accuracy, train_novel_embedding
@@ -174,7 +174,8 @@ def with_budget(res, arms) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- the datasets
 
 
-DATA_LABELS = {"fashion-mnist": "FMNIST", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}  # the page's names
+DATA_LABELS = {"fashion-mnist": "FMNIST", "fashion-mnist-tops": "FMNIST tops", "cifar10": "CIFAR-10",
+               "cifar100": "CIFAR-100"}  # the page's names  # fmt: skip
 
 
 PAPER_DATASETS = {"cifar10": "CIFAR10", "cifar100": "CIFAR100"}  # the kit's name -> the transcribed tables'
@@ -548,6 +549,24 @@ def headroom_config(table1_config, method, n0: int, classes: int, per_client: in
     ``per_client`` training images per client (a stratified subset of the training set)."""
     cfg = table1_config(method, n0)
     return dataclasses.replace(cfg, classes_per_client=classes, train_images=n0 * per_client, **fields)
+
+
+REGIME_ARMS = {"local": "Local", "fedavg": "FedAvg"}  # the regime pilot's arms: Local, FedAvg's global model
+
+
+def regime_arms(pilot: RunConfig, datasets, images, *, classes: int = 2) -> dict:
+    """The regime pilot: Local and FedAvg (:data:`REGIME_ARMS`) as the headroom pilot's Local run ``pilot`` (its
+    clients, client updates, evaluations), on ``classes`` classes a client (the paper's two) on every dataset of
+    ``datasets`` (e.g. Fashion-MNIST's four confusable tops) × ``images`` per client.  Arms are named
+    "<dataset>, <classes> classes, <images> images · <arm>"."""
+    return {
+        f"{data_label(d)}, {classes} classes, {k} images · {name}": dataclasses.replace(
+            pilot, method=m, dataset=d, classes_per_client=classes, train_images=pilot.clients * k
+        )
+        for d in datasets
+        for k in images
+        for m, name in REGIME_ARMS.items()
+    }
 
 
 def headroom_pilot_grid(table1_config, n0: int, classes, images, *, updates: int, per_round: int, evals: int):

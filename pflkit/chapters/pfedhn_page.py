@@ -12,6 +12,7 @@ from IPython.display import Markdown
 from ..pages import claims_tally as tally  # noqa: F401  (the sentence under the claims table)
 from ..pages import folded, with_worst
 from ..plots import arm_palette, claims_plot  # importing it shows a notebook's figures with their text size
+from ..tuning import HEADROOM_VAL
 from ..verdicts import fmt_interval, interval, paper_vs_ours, say
 from .pfedhn import data_heading, data_label, hn_size_acc, paper_dataset, paper_label, paper_t1, with_budget
 
@@ -277,9 +278,55 @@ def headroom_choice(pilot_table, split: str, classes: int, images: int, updates:
     """The sentence naming the headroom split chosen on the Local pilot's validation."""
     return (
         f"Chosen on validation: **{classes} classes and {images} training images per client** (Local "
-        f"{pilot_table.loc[split, 'Local val_mean_acc (%)']:.1f} % on validation after {updates} client "
+        f"{pilot_table.loc[split, HEADROOM_VAL]:.1f} % on validation after {updates} client "
         f"updates, seed {seed}; the paper's Local: {target:.1f} %)."
     )
+
+
+REGIME_TOLERANCE, REGIME_GAP = 3.0, 15.0  # points: Local this near the paper's, FedAvg at least this far below Local
+REGIME_COLUMNS = {"Local": "Local, validation (%)", "FedAvg": "FedAvg's global model, validation (%)"}
+
+
+def regime_table(res, target: float) -> pd.DataFrame:
+    """The regime pilot's table (``res``: :func:`~pflkit.chapters.pfedhn.regime_arms`' runs), per split: Local's
+    and FedAvg's validation accuracy (mean over seeds, %), their gap, and whether the split has the paper's
+    structure: Local within :data:`REGIME_TOLERANCE` points of ``target`` (the paper's Local) and FedAvg's global
+    model at least :data:`REGIME_GAP` points below Local."""
+    f = res.finals().assign(split=lambda d: d.arm.str.split(" · ").str[0], who=lambda d: d.arm.str.split(" · ").str[1])
+    t = f.pivot_table(index="split", columns="who", values="val_mean_acc", sort=False)[list(REGIME_COLUMNS)]
+    gap, near = t.Local - t.FedAvg, (t.Local - target).abs() <= REGIME_TOLERANCE
+    yes = np.where(near & (gap >= REGIME_GAP), "yes", "no")
+    return (
+        t.rename(columns=REGIME_COLUMNS)
+        .rename_axis(None, axis=1)
+        .assign(**{"Local − FedAvg": gap, "the paper's structure": yes})
+    )
+
+
+def regime_text(table: pd.DataFrame, paper: dict, classes: int = 2) -> str:
+    """The sentence under the regime pilot's table: whether a split with the paper's structure exists (``paper``:
+    the paper's Table 1 at 10 clients, method -> accuracy), and which."""
+    found = table.index[table["the paper's structure"] == "yes"].tolist()
+    want = (f"Local within {REGIME_TOLERANCE:g} points of the paper's {paper['Local']:.1f} % and FedAvg's global model at "
+            f"least {REGIME_GAP:g} points below it (the paper: {paper['FedAvg']:.1f} %), {classes} classes a client")  # fmt: skip
+    if not found:
+        return (
+            f"No split of this grid has the paper's structure ({want}): the headroom split above stays our Table 1's."
+        )
+    best = table.loc[found, "Local − FedAvg"].idxmax()
+    local, fedavg = (table.loc[best, c] for c in REGIME_COLUMNS.values())
+    where = (
+        f"on *{best}*" if len(found) == 1 else f"on {', '.join(f'*{s}*' for s in found)}; the widest gap on *{best}*"
+    )
+    return (f"The paper's structure ({want}) exists {where}: Local reads {local:.1f} % and FedAvg's global model "
+            f"{fedavg:.1f} % there on validation. Table 1 at 10 clients has not yet run there.")  # fmt: skip
+
+
+def regime_shown(res, paper: dict) -> list:
+    """The regime pilot as the laboratory notes show it (``res``: its runs; ``paper``: the paper's Table 1 at 10
+    clients): a title, :func:`regime_table` and :func:`regime_text`."""
+    table = regime_table(res, paper["Local"])
+    return [Markdown("**The regime pilot.**"), page_table(table), Markdown(regime_text(table, paper))]
 
 
 def headroom_plan_text(pilot_seeds: int, sd_upper: float, planned: int, cap: int, ran: int) -> str:
@@ -467,7 +514,7 @@ def draw_curves(t1: dict, t1_arms: dict):
     import seaborn as sns
 
     hist = pd.concat([with_budget(t1[n], t1_arms[n]).assign(clients=n) for n in t1])
-    colours = arm_palette(hist["arm"])
+    colours = arm_palette(hist["arm"], method="pFedHN")  # the paper's method in red, no other arm red
     fig, axes = plt.subplots(len(t1), 2, figsize=(9.5, 3.1 * len(t1) + 1.2), squeeze=False, sharey="row")
     for j, (n, d) in enumerate(hist.groupby("clients")):
         sns.lineplot(data=d, x="client updates", y="mean_acc", hue="arm", palette=colours, ax=axes[j, 0], legend=False)
