@@ -486,7 +486,9 @@ def factor_table(result, paper_arms: dict, seeds) -> pd.DataFrame:
 
     cols = ["paper Fashion_MNIST", "ours mean_acc", "seeds", "still improving"]
     table = paper_vs_ours(result, paper_arms, label="paper Fashion_MNIST")[cols]
-    table["max |c − 1/N| (mean over seeds)"] = [np.mean([c_moved(result, a, s) for s in seeds]) for a in table.index]
+    table["max |c − 1/N| (mean over seeds)"] = [
+        round(np.mean([c_moved(result, a, s) for s in seeds]), 2) for a in table.index
+    ]
     return table
 
 
