@@ -115,12 +115,12 @@ def short_labels(texts: list[str], chars: int) -> list[str]:
 
 def two_line_labels(texts: list[str], chars: int) -> list[str]:
     """Each text wrapped at word boundaries onto at most two lines of ``chars`` characters; a longer text keeps
-    its first line whole and its rest cut by an ellipsis in the middle (:func:`short_labels`, so that rests which
-    read alike keep what tells them apart)."""
+    its first line whole and its rest cut by an ellipsis in the middle (:func:`short_label`; rests alike are
+    told apart by their first lines)."""
     import textwrap
 
     lines = [textwrap.wrap(t, chars) or [""] for t in texts]
-    rests = short_labels([" ".join(w[1:]) for w in lines], chars)
+    rests = [short_label(" ".join(w[1:]), chars) for w in lines]
     return [w[0] + ("\n" + r if len(w) > 1 else "") for w, r in zip(lines, rests, strict=True)]
 
 

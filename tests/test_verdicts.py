@@ -337,6 +337,11 @@ def test_short_labels_keep_both_ends():
 
     two = two_line_labels(["a short one", "pathological: FedPer beats FedAvg's global model", *alike], 30)
     assert two[:2] == ["a short one", "pathological: FedPer beats\nFedAvg's global model"]  # whole words, no cut
+    same = two_line_labels([f"{w}: FedPer beats FedAvg's global model" for w in ("pathological", "dirichlet(0.1)")], 30)
+    assert same == [
+        "pathological: FedPer beats\nFedAvg's global model",
+        "dirichlet(0.1): FedPer beats\nFedAvg's global model",
+    ]
     assert two[2] == "ours: the paper's FedMN −\nsoftmax (both…m's tuned rate)"  # longer: the rest cut in its middle
 
 
