@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import numpy as np
@@ -92,25 +90,6 @@ def short_label(text: str, chars: int) -> str:
         return text
     head = (chars - 1) // 2
     return text[:head].rstrip() + "…" + text[len(text) - (chars - 1 - head) :].lstrip()
-
-
-def short_labels(texts: list[str], chars: int) -> list[str]:
-    """:func:`short_label` of each text; texts that would still read alike (they differ only in
-    their middle) keep instead a short start, the part that tells them apart, and an ellipsis for
-    the shared end."""
-    out = [short_label(t, chars) for t in texts]
-    for label in {x for x in out if out.count(x) > 1}:
-        group = [t for t, x in zip(texts, out, strict=True) if x == label]
-        start = len(os.path.commonprefix(group))
-        end = len(os.path.commonprefix([t[::-1] for t in group]))
-        for i, (t, x) in enumerate(zip(texts, out, strict=True)):
-            if x == label:
-                core = t[start : len(t) - end].strip()
-                lead = max(0, chars - len(core) - 2)  # room left for the start and the two ellipses
-                out[i] = (
-                    (t[: min(lead, start)].rstrip() + "…" if start else "") + core[: chars - 2] + ("…" if end else "")
-                )
-    return out
 
 
 def two_line_labels(texts: list[str], chars: int) -> list[str]:
