@@ -1,10 +1,11 @@
-"""Experiments: the layer every chapter gets its numbers and verdicts from, in four modules.
+"""Experiments: the layer every chapter gets its numbers and verdicts from, in five modules.
 
 * :mod:`pflkit.store` — the result store: one JSON file per finished run, keyed by its canonical
   config, read with the divergence rule;
 * :mod:`pflkit.sweeps` — sweeps of named configs × seeds (worker processes or any Executor), a
   run in a worker, the budget flag, :class:`SweepResult`;
-* :mod:`pflkit.verdicts` — the book's one verdict rule and the claims tables;
+* :mod:`pflkit.verdicts` — the book's one verdict rule, the size judgement and the seed plan;
+* :mod:`pflkit.claims` — the claims tables over sweep results, built on that rule;
 * :mod:`pflkit.tuning` — choices on validation: grids, pilots, grids grown past an edge, the
   divergence fallback, FeSEM's §5.2 scan of K.
 
@@ -14,6 +15,25 @@ reads as one layer.
 
 from __future__ import annotations
 
+from .claims import (
+    claim,
+    claim_row,
+    claims_data,
+    claims_table,
+    flagged,
+    in_words,
+    is_own,
+    lead,
+    mark_leads,
+    mechanism,
+    paper_vs_ours,
+    saturation,
+    say,
+    still_moving,
+    tally,
+    verdict_text,
+    write_claims,
+)
 from .errors import NotInStore  # what a read-only store raises
 from .store import (
     Store,
@@ -69,32 +89,15 @@ from .verdicts import (
     Verdict,
     _budget,
     arm_seeds,
-    claim,
-    claim_row,
-    claims_data,
-    claims_table,
-    flagged,
     fmt_interval,
-    in_words,
     interval,
-    is_own,
-    lead,
-    mark_leads,
-    mechanism,
-    paper_vs_ours,
     planned_seeds,
     pooled_sd,
-    saturation,
-    say,
     sd_upper,
     seed_plan,
     seeds_needed,
-    still_moving,
-    tally,
     to_clear,
     verdict,
-    verdict_text,
-    write_claims,
 )
 
 __all__ = [

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .claims import verdict_text, words_text
 from .sweeps import IMPROVING_POINTS, RISING_POINTS
 from .verdicts import (
     CEILING,
     CONFIDENCE,
     DECISION_FLOOR,
     EQUIVALENCE,
+    HEADLINE_SEEDS,
     MIN_SEEDS,
     RESOLUTION,
     SD_UPPER,
     SEED_CAP,
     WEAK_BELOW,
-    verdict_text,
-    words_text,
 )  # fmt: skip
 
 if TYPE_CHECKING:
@@ -59,7 +59,12 @@ written once in the kit (`pflkit.verdicts`), gives every verdict in the book:
    estimate a spread poorly) the kit computes how many seeds bring the expected half-width of the
    interval below the distance the pilot's mean must clear for a word to apply (0 for a direction,
    or the edge of $\\pm m$, whichever is nearer; at least {DECISION_FLOOR:g} point), at most {SEED_CAP}. The
-   arms of the claim then run to that many seeds. *inconclusive* is kept for a claim that ran to its
+   arms of the claim then run to that many seeds. A **headline's plan** reads no mean at all: it asks
+   the expected half-width to reach half the paper's margin carried to our scale (so that the interval
+   cannot hold both 0 and the paper's effect, and the size is decided whatever our mean), or half of
+   $m$ without one, on the spread of the claim's seeds raised to the same bound; it runs
+   min({SEED_CAP}, max({HEADLINE_SEEDS}, that)) seeds, and the claims tables print "5 of 8 planned seeds"
+   where its runs have not reached it yet. *inconclusive* is kept for a claim that ran to its
    plan: a claim that {SEED_CAP} seeds cannot decide, or that ran fewer seeds than its plan, reads
    **underpowered**, with the seeds it needs or the seeds it ran. With fewer than {MIN_SEEDS} seeds
    there is no word at all (*not tested*): two seeds that agree in sign would pass a sign test one
@@ -116,7 +121,7 @@ RUNS = (
 
 
 def glance(data) -> pd.DataFrame:
-    """The results at a glance, from claims data (:func:`pflkit.verdicts.claims_data`, or a chapter's
+    """The results at a glance, from claims data (:func:`pflkit.claims.claims_data`, or a chapter's
     claims file): one row per claim the paper leads with (``lead``), in the paper's order, its word
     and flags together."""
     import pandas as pd
@@ -154,7 +159,7 @@ _SIZE_SAID = {"as the paper's": "as large as the paper's", "smaller than the pap
 
 def bottom_line(data, paper: str, setting: str = "", *, runs: bool = True) -> str:
     """What a paper's lead claims came to here, in words a student can repeat (``data``: claims data,
-    :func:`pflkit.verdicts.claims_data`, or a claims file): per word, how many lead claims got it, which
+    :func:`pflkit.claims.claims_data`, or a claims file): per word, how many lead claims got it, which
     (the table or figure, or the claim in a few words) and at what size, with the flags that qualify
     them; on what runs (``runs=False``: where a sentence above says it).  ``setting``: a sentence on how our
     setting differs from the paper's, where that matters for reading the words."""
@@ -260,17 +265,17 @@ def markdown_table(table, css: str = "") -> str:
 
 
 def findings(rows: list[dict], bullets: int = 5, own=None) -> str:
-    """A chapter's findings as Markdown, from its claims (the rows of :func:`pflkit.verdicts.claim_row`
-    and :func:`pflkit.verdicts.mechanism`), short enough for the top of a page: the results at a
-    glance (the claims the paper leads with, :func:`pflkit.verdicts.lead`, in its order, whatever our
+    """A chapter's findings as Markdown, from its claims (the rows of :func:`pflkit.claims.claim_row`
+    and :func:`pflkit.claims.mechanism`), short enough for the top of a page: the results at a
+    glance (the claims the paper leads with, :func:`pflkit.claims.lead`, in its order, whatever our
     verdict) under the sentence that says what our runs are; then the mechanism checks in one bullet;
     a chapter that marks no lead claim gets its headline claims as bullets instead (at most
     ``bullets``), or one bullet per verdict word.  Then the count of the paper's claims apart from our
-    own checks (``own``: row -> bool, default :func:`pflkit.verdicts.is_own`), each word with its
+    own checks (``own``: row -> bool, default :func:`pflkit.claims.is_own`), each word with its
     flags, and every lead claim with its numbers and notes in a folded list."""
     from collections import Counter
 
-    from .verdicts import claims_data, is_own
+    from .claims import claims_data, is_own
 
     own = own or is_own
 
@@ -322,7 +327,7 @@ def glue_findings(rows: list[dict], paper: str, *, setting: str = "", **options)
     from IPython.display import Markdown
     from myst_nb import glue
 
-    from .verdicts import claims_data
+    from .claims import claims_data
 
     glue("findings", Markdown(findings(rows, **options)), display=False)
     line = bottom_line(claims_data(rows), paper, setting)
@@ -388,9 +393,9 @@ def prose(value, none: str = "all") -> str:
 
 def claim_bullets(rows: list[dict], notes: bool = False) -> str:
     """Claims-table rows as the Markdown bullets that follow a table or figure, one way for every chapter:
-    each claim, its word with its flags, our difference and interval (:func:`pflkit.verdicts.say`); with
-    ``notes``, the row's notes too, in bold with the word (:func:`pflkit.verdicts.in_words`)."""
-    from .verdicts import in_words, say
+    each claim, its word with its flags, our difference and interval (:func:`pflkit.claims.say`); with
+    ``notes``, the row's notes too, in bold with the word (:func:`pflkit.claims.in_words`)."""
+    from .claims import in_words, say
 
     return "\n".join(f"* {r['claim']}: " + (f"**{in_words(r)}**" if notes else say(r)) + "." for r in rows)
 
@@ -524,7 +529,7 @@ def setup_card(rows: list[tuple[str, str, str]], paper: str = "the paper") -> st
 
 
 def compact_claims(table) -> Fitted:
-    """A chapter's claims table (:func:`pflkit.verdicts.claims_table`) as its "What reproduced"
+    """A chapter's claims table (:func:`pflkit.claims.claims_table`) as its "What reproduced"
     section shows it: each claim with ours and the verdict; the paper's number and the notes in
     the fold below."""
     return fit(table, ["ours (a − b, 95 % CI)", "verdict"], "With the paper's numbers and the notes")

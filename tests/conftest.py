@@ -108,11 +108,12 @@ def cli(capsys, tmp_path, monkeypatch):
 def no_real_data(tmp_path, monkeypatch):
     """Hide every dataset on this machine: only what a test writes (under the returned folder, which is
     ``PFLKIT_DATA``) is found."""
-    from pflkit import data
+    from pflkit import data, data_base
 
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("PFLKIT_DATA", str(empty))
-    monkeypatch.setattr(data, "REPO_DATA", tmp_path / "none")
+    monkeypatch.setattr(data_base, "REPO_DATA", tmp_path / "none")  # read by data_roots
+    monkeypatch.setattr(data, "REPO_DATA", tmp_path / "none")  # read by fetch_fashion_mnist's message
     monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "none")
     return empty

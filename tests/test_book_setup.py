@@ -103,7 +103,8 @@ def test_a_chapter_that_fails_otherwise_is_not_marked(tmp_path):
 
 
 def test_the_report_tallies_every_chapters_claims_file(tmp_path):
-    from pflkit.verdicts import claim_row, verdict, write_claims
+    from pflkit.claims import claim_row, write_claims
+    from pflkit.verdicts import verdict
 
     f = tmp_path / "x.claims.csv"
     rows = [claim_row("a", verdict([1.0, 1.1, 0.9])), claim_row("b", verdict([1.0, -1.0, 2.0]))]
@@ -129,7 +130,8 @@ def test_a_page_that_stopped_early_still_has_its_glued_findings():
 
 
 def test_the_landing_page_opens_with_each_papers_lead_claims_and_a_tally_split_three_ways(tmp_path, monkeypatch):
-    from pflkit.verdicts import claim_row, lead, mechanism, verdict, write_claims
+    from pflkit.claims import claim_row, lead, mechanism, write_claims
+    from pflkit.verdicts import verdict
 
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "intro.md").write_text("# Intro\n\n<!-- findings -->\n")

@@ -301,7 +301,7 @@ def test_lead_text_follows_the_mechanism():
 
 def test_paper_and_own_split_the_claims_table():
     from pflkit.chapters.fedmn_page import paper_and_own
-    from pflkit.verdicts import is_own
+    from pflkit.claims import is_own
 
     rows = [{"claim": "Table II: FedMN beats FedEM"}, {"claim": "ours: routing beats every path on"}]
     table = pd.DataFrame({"verdict": ["reproduces", "inconclusive"]}, index=[r["claim"] for r in rows])
@@ -388,7 +388,7 @@ def test_model_sizes_and_whole_ratio_count_parameters():
 
 
 class _Compared:
-    """A sweep result as :func:`pflkit.verdicts.claim` reads it: each pair's per-seed differences."""
+    """A sweep result as :func:`pflkit.claims.claim` reads it: each pair's per-seed differences."""
 
     def __init__(self, diffs: dict, improving=()):
         self.diffs, self._improving = diffs, set(improving)

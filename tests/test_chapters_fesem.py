@@ -96,12 +96,13 @@ from pflkit.chapters.fesem_page import (
     table_notes,
     why_lines,
 )
+from pflkit.claims import mechanism
 from pflkit.engine import Federation, RunConfig, run
 from pflkit.methods.fesem import PAPER_WEIGHT, kmeans
 from pflkit.paper import parameters
 from pflkit.results import paper_results
 from pflkit.sweeps import probe_name
-from pflkit.verdicts import mechanism, verdict
+from pflkit.verdicts import verdict
 from tests.conftest import tiny_config
 
 
@@ -534,6 +535,23 @@ def test_seed_plans_give_each_arm_the_seeds_its_claims_ask_for():
                           least={"headline": 5})  # fmt: skip
     assert len(five["A"]) >= 5 and len(five["F"]) >= 5  # a lead claim: at least five seeds
     assert len(planned["F"]) >= len(planned["A"]) >= 3 and planned["F"][:3] == [0, 1, 2]
+
+
+def test_seed_plans_plan_the_headline_on_the_papers_carried_margin(monkeypatch):
+    import pflkit.chapters.fesem as fs
+    from pflkit.results import PaperMargin
+
+    probes = {(a, s): {5: {"labels": lab}} for s in (0, 1, 2) for a, lab in (("F", [0, 0, 1, 1]), ("R", [0, 1, 0, 1]))}
+    vals = {("F", "pooled_acc"): {0: 80.0, 1: 82.0, 2: 78.0}, ("A", "pooled_acc"): {0: 79.0, 1: 80.5, 2: 78.2}}
+    res = fake_result(probes, vals)
+    res.paired = lambda a, b, m: res.values(a, m) - res.values(b, m)
+    monkeypatch.setattr(fs, "paper_diff", lambda paper, a, b: PaperMargin("+3.0", [3.0]))
+    plan, _, planned = seed_plans(res, ["F", "R", "A"], [0, 1, 2], lambda s: np.array([0, 0, 1, 1]),
+                                  pairs={"headline": ("F", "A")}, fe_g="F", fr_hs="R", rounds=5, cap=10, resolution=1.0,
+                                  ari_margin=0.2, em_resolution=0.05, least=None, paper=pd.DataFrame())  # fmt: skip
+    assert plan.loc["headline", "to clear (points)"] == 1.5  # half the carried +3.0, not the pilot's mean
+    runs = int(plan.loc["headline", "seeds run"])
+    assert 5 <= runs <= 10 and len(planned["F"]) == len(planned["A"]) == runs
 
 
 def test_head_start_comparisons_change_one_factor_each():

@@ -62,12 +62,12 @@ from pflkit.chapters.pfedhn_page import (
     table1_wide,
     table2_table,
 )
+from pflkit.claims import say
 from pflkit.engine import Federation, RunConfig, run
 from pflkit.methods import get_method
 from pflkit.methods.pfedhn import PFedHNServer
 from pflkit.models import build_model
 from pflkit.sweeps import FINAL_METRICS, SweepResult
-from pflkit.verdicts import say
 from tests.conftest import tiny_config
 
 
@@ -678,7 +678,9 @@ def test_option_checks_and_texts_say_the_numbers():
     assert "pilot of 3 seeds, at most 10 seeds" in chp.plans_intro("3 seeds", 10)
     assert chp.images_text((None, None)) == "all the training and test"
     assert chp.images_text((3000, 1000)) == "3000 training and 1000 test"
-    assert chp.glue_params({"A": 1, "b": 2}, {"d": 3}, {"X": 4}) == {"A": 1, "PROP1_D": 3, "X": 4}
+    assert chp.glue_params({"A": 1, "b": 2}, {"d": 3}, {"X": 4}) == {
+        "A": 1, "PROP1_D": 3, "REGIME_TOLERANCE": chp.REGIME_TOLERANCE, "REGIME_GAP": chp.REGIME_GAP, "X": 4,
+    }  # fmt: skip
 
 
 def test_headroom_plan_pools_the_swaps_apart():

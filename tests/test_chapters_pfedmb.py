@@ -49,9 +49,9 @@ from pflkit.chapters.pfedmb import (
     value_words,
     worst_gap,
 )
+from pflkit.claims import words_text
 from pflkit.engine import Federation, run
 from pflkit.methods import display_name
-from pflkit.verdicts import words_text
 from tests.conftest import tiny_config
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import pflkit.chapters.pfedmb_glue as sec_glue
 import pflkit.chapters.pfedmb_notes as sec_notes
 import pflkit.chapters.pfedmb_pairs as sec_pairs
 import pflkit.chapters.pfedmb_sections as sec
@@ -18,9 +19,10 @@ from pflkit.chapters.pfedmb import PFEDMB, PROSE_NAMES, arm, eval_every, mb_labe
 from pflkit.chapters.pfedmb_pairs import PairPartitions, Table1
 from pflkit.chapters.pfedmb_sections import EQ5, EQ6, OTHERS, PAIR_MAIN, Params, Pilot
 from pflkit.chapters.pfedmb_table2 import Eq6Control, Table2Arms
+from pflkit.claims import mechanism
 from pflkit.experiments import MIN_SEEDS, RESOLUTION, SEED_CAP
 from pflkit.sweeps import FINAL_METRICS, SweepResult
-from pflkit.verdicts import mechanism, verdict
+from pflkit.verdicts import verdict
 from tests.conftest import tiny_config
 
 S15, K15, R15 = "Dirichlet 0.4 / 15 clients", "random 3 classes / 15 clients", "random 2 classes / 15 clients"
@@ -467,7 +469,12 @@ def test_table2_plan_chooses_on_validation_and_sizes_the_claims():
     ]
     assert f"Figure 5: {mb_label(5)} − B=2" in claims and f"Figure 5: {mb_label(5)} − B=10" in claims
     assert set(plan.plan.index) == set(claims)
-    assert all(len(s) <= 2 for s in plan.seeds.values()) and set(plan.seeds) == set(runs.arms)
+    heads = {f"{n}: pFedMB − {plan.rival[n]}" for n in params().headline}  # planned on the carried margin
+    lead = {a for k in heads for _, x, y in claims[k][0] for a in (x, y)}
+    assert all(len(s) <= 2 for a, s in plan.seeds.items() if a not in lead) and set(plan.seeds) == set(runs.arms)
+    for k in heads:  # a headline's arms run its own plan, past the run cap
+        assert plan.plan.loc[k, "plan"].endswith("(a headline)") or "a headline runs" in plan.plan.loc[k, "plan"]
+        assert all(len(plan.seeds[a]) >= plan.plan.loc[k, "seeds run"] for _, x, y in claims[k][0] for a in (x, y))
 
 
 def test_eq6_control_switches_only_the_averaging_of_the_chosen_b():
@@ -483,8 +490,10 @@ def test_eq6_control_switches_only_the_averaging_of_the_chosen_b():
 
 def test_t2_cap_text_says_what_the_cap_does():
     capped = sec_t2.t2_cap_text(SEED_CAP - 1)
-    assert f"at most {SEED_CAP - 1}" in capped and f"runs {SEED_CAP - 1} and" in capped
-    assert sec_t2.t2_cap_text(SEED_CAP).endswith(f"arms at most {SEED_CAP}")
+    assert (
+        f"at most {SEED_CAP - 1}" in capped and f"runs {SEED_CAP - 1} and" in capped and "reads underpowered" in capped
+    )
+    assert f"arms at most {SEED_CAP}; a headline's arms run its own plan" in sec_t2.t2_cap_text(SEED_CAP)
 
 
 def test_table2_results_fill_ours_beside_the_paper_and_the_saturation_check():
@@ -872,11 +881,11 @@ def test_glue_texts_glue_the_parameters_sentences_and_setup_card(monkeypatch, sh
     import myst_nb
 
     values, glued = {}, {}
-    monkeypatch.setattr(sec_notes, "glue_values", values.update)
+    monkeypatch.setattr(sec_glue, "glue_values", values.update)
     monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.__setitem__(name, value))
     runs = t2_runs()
     P = params()
-    sec_notes.glue_texts(P, runs, paper=sec_t2.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
+    sec_glue.glue_texts(P, runs, paper=sec_t2.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
     assert set(PROSE_NAMES) <= set(values) and values["SEEDS"] == [0, 1, 2]
     assert values["PAPER_GAP"].startswith("CIFAR10 Dirichlet 0.4 / 15 clients: -2.50")
     assert values["IFCA_K"] == 5 and values["PFEDME_K"] == 3 and values["FEDAMP_LAM"] == 0.1
@@ -891,11 +900,11 @@ def test_glue_texts_glue_the_parameters_sentences_and_setup_card(monkeypatch, sh
     assert values["DATA_TEXT"] == "Fashion-MNIST" and values["DEVIATIONS_TEXT"].startswith("Fashion-MNIST instead of")
     assert values["TRAIN_IMAGES_TEXT"] == "6000 (a 0.1 share of the 60 000)"
     P = params(datasets=["cifar10", "cifar100"], train_images=None, data_fraction=1.0)  # the paper's data
-    sec_notes.glue_texts(P, runs, paper=sec_t2.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
+    sec_glue.glue_texts(P, runs, paper=sec_t2.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
     assert values["DATA_TEXT"] == "CIFAR-10 and CIFAR-100" and values["TRAIN_IMAGES_TEXT"] == "all 50 000"
     assert values["DEVIATIONS_TEXT"].startswith("cifar10 and cifar100 as in the paper, the kit's LeNet with 8 and 16")
     P = params(alpha_lr_grid={"momentum": [1.0]})  # the paper profile's dry run: one variant on α
-    sec_notes.glue_texts(P, runs, paper=sec_t2.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
+    sec_glue.glue_texts(P, runs, paper=sec_t2.paper_table2(P, paper_frame()), cap_text="CAP", paper_peak=10)
     assert values["ALPHA_GRID_MOM"] == [1.0] and values["ALPHA_GRID_PLAIN"] == []
 
 

@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import claims_check  # noqa: E402
 
-from pflkit.verdicts import claim_row, claims_data, say, verdict  # noqa: E402
+from pflkit.claims import claim_row, claims_data, say  # noqa: E402
+from pflkit.verdicts import verdict  # noqa: E402
 
 
 def claims():

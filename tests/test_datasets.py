@@ -10,7 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
-from pflkit import data
+from pflkit import data, data_more
 from pflkit.errors import DataUnavailable, PflkitError
 from pflkit.partitions import partition_dataset
 
@@ -224,7 +224,7 @@ def test_omniglot_split_order_and_cache(tmp_path, monkeypatch):
     def no_png(*args):
         raise AssertionError("PNGs read again instead of the cache")
 
-    monkeypatch.setattr(data, "_read_omniglot_images", no_png)
+    monkeypatch.setattr(data_more, "_read_omniglot_images", no_png)
     again = data.load_dataset("omniglot", root=tmp_path)
     assert torch.equal(again.x_train, ds.x_train) and again.classes == ds.classes
     ten = data.load_dataset("omniglot", root=tmp_path, n_train_per_char=10)
@@ -282,7 +282,7 @@ def test_femnist_leaf_json_natural_partition_and_cache(tmp_path, monkeypatch, la
     def no_json(*args):
         raise AssertionError("JSON read again instead of the cache")
 
-    monkeypatch.setattr(data, "read_leaf_split", no_json)
+    monkeypatch.setattr(data_more, "read_leaf_split", no_json)
     assert torch.equal(data.load_dataset("femnist", root=tmp_path).x_train, ds.x_train)
 
 

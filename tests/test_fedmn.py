@@ -380,8 +380,9 @@ def test_the_swap_test_scores_a_client_with_another_clients_decision(tiny_fed):
     """decision_swap_accuracy: with each client as its own partner the two accuracies are equal;
     with a partner, the swapped one is the client's test accuracy under the partner's path weights
     on the same θ.  routing() reports Π in (0, 1) and the active blocks of every client."""
+    from pflkit.chapters.fedmn_probes import decision_swap_accuracy
     from pflkit.federated import evaluate
-    from pflkit.methods.fedmn import _Routed, decision_swap_accuracy, routing
+    from pflkit.methods.fedmn import _Routed, routing
 
     cfg = cfg_(arch="2,2,2", pretrain_fraction=0.25, prune=0.3)
     got = {}
@@ -419,7 +420,7 @@ def test_forward_is_layer_one_then_the_routed_layers_and_the_router_reads_its_in
 def test_the_oracle_fits_decisions_per_group_and_scores_every_client_four_ways(tiny_fed):
     """oracle_decisions: the network is unchanged by the fit; one group per client gives the own
     group's decision == its partner's when the partner is itself; every accuracy in [0, 1]."""
-    from pflkit.methods.fedmn import oracle_decisions
+    from pflkit.chapters.fedmn_probes import oracle_decisions
 
     cfg = cfg_(arch="2,2,2", pretrain_fraction=0.25)
     got = {}

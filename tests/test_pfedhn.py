@@ -8,12 +8,13 @@ import torch
 import torch.nn.functional as F
 
 from pflkit import engine
+from pflkit.chapters.pfedhn_probes import swap_accuracy
 from pflkit.data import FedDataset
 from pflkit.engine import Federation, RunConfig, build, run
 from pflkit.errors import PflkitError
 from pflkit.federated import evaluate, flatten, nbytes, snapshot
 from pflkit.methods import get_method
-from pflkit.methods.pfedhn import PFedHNServer, client_width, swap_accuracy, train_novel_embedding
+from pflkit.methods.pfedhn import PFedHNServer, client_width, train_novel_embedding
 from pflkit.models import build_model
 from pflkit.partitions import partition_dataset
 from tests.conftest import killed_and_resumed, strip, tiny_config

@@ -7,26 +7,24 @@ import math
 import pandas as pd
 import pytest
 
+from pflkit.claims import claim_row, claims_table, mechanism, saturation, tally, verdict_text
 from pflkit.verdicts import (
     DECISION_FLOOR,
+    HEADLINE_SEEDS,
     SATURATED,
     SEED_CAP,
     PaperMargin,
     arm_seeds,
-    claim_row,
-    claims_table,
-    mechanism,
+    headline_plan,
+    plan_scale,
     planned_seeds,
     pooled_sd,
-    saturation,
     sd_upper,
     seed_plan,
     seeds_needed,
     size_of,
-    tally,
     to_clear,
     verdict,
-    verdict_text,
 )
 
 
@@ -99,6 +97,65 @@ def test_the_plan_names_the_seeds_or_says_underpowered_before_running():
     assert near.loc["wide", "plan"].startswith("underpowered") and far.loc["wide", "plan"] == "10 seeds"
 
 
+def test_a_headline_plan_is_sized_to_the_carried_margin_from_the_spread_never_the_mean():
+    assert plan_scale((4.0,), m=1.0) == 2.0  # half the carried margin: the interval cannot hold both 0 and it
+    assert plan_scale((0.3, 2.0), m=1.0) == DECISION_FLOOR  # a margin below m is a tie: half of m
+    assert plan_scale((), m=1.0) == 0.5 and plan_scale((), m=None) == DECISION_FLOOR
+    assert plan_scale((-3.0,), m=1.0) == 1.5  # the magnitude
+    spread = [1.0, -1.0, 2.0, 0.0, 1.5]
+    shifted = [x + 7.0 for x in spread]  # the same spread, another mean: the same plan
+    assert headline_plan(spread, (4.0,)) == headline_plan(shifted, (4.0,))
+    seeds, need, scale = headline_plan(spread, (4.0,))
+    assert scale == 2.0 and need == seeds_needed(sd_upper(*pooled_sd([spread])), 2.0)
+    assert seeds == min(SEED_CAP, max(HEADLINE_SEEDS, need))
+    assert headline_plan([0.1, 0.2, 0.0], (20.0,))[0] == HEADLINE_SEEDS  # a sure claim still runs five
+    wide = headline_plan(spread, (0.6,))  # a tie: half of m, far beyond the cap
+    assert wide[0] == SEED_CAP and wide[1] > SEED_CAP
+    assert headline_plan(spread, (4.0,), cap=3)[0] == 3  # never past the cap
+
+
+def test_an_undecided_headline_reads_by_its_own_plan_and_shows_it():
+    pm = PaperMargin("+4.0", values=[(84.0, 80.0)])  # carried to our 80 % comparator: +4.0
+    short = claim_row("h", verdict([2.0, -0.5, 1.0, 3.0, 0.0]), pm, headline=True, ours_b=80.0)
+    planned = headline_plan([2.0, -0.5, 1.0, 3.0, 0.0], (4.0,))
+    assert short["verdict"] == "underpowered" and short["plan"] == str(planned[0]) and planned[0] > 5
+    assert short["notes"].startswith(f"planned {planned[0]} seeds for a half-width of 2 (half the carried")
+    assert f"(5 of {planned[0]} planned seeds)" in short["ours (a − b, 95 % CI)"]
+    tie = claim_row(
+        "h",
+        verdict([0.6, -0.5, 0.2, 0.4, -0.3]),
+        PaperMargin("+0.1", values=[(80.1, 80.0)]),
+        headline=True,
+        ours_b=80.0,
+    )  # a tie in the paper: sized to half of m, past the cap
+    assert tie["verdict"] == "reproduces" and tie["plan"].startswith(f"{SEED_CAP} (needs ")
+    saturated = claim_row("h", verdict([2.0, -0.5, 1.0]), pm, headline=True, ours_b=99.5, saturated="saturated: x")
+    assert saturated["plan"] == "" and saturated["verdict"] == "not tested"  # no room for the effect: no plan
+    decided = claim_row("h", verdict([5.0, 5.2, 5.4]), pm, headline=True, ours_b=80.0)
+    assert decided["verdict"] == "reproduces" and decided["plan"] == "5"  # decided stays decided, plan shown
+    assert "(3 of 5 planned seeds)" in decided["ours (a − b, 95 % CI)"]
+    assert claim_row("h", verdict([3.0, -2.0, 1.0]), pm, ours_b=80.0)["plan"] == ""  # not a headline: no plan
+
+
+def test_a_section_plan_sizes_its_headlines_to_the_carried_margin_and_runs_them_there():
+    claims = {"head": [1.0, 3.0, 2.0], "rest": [1.0, 3.0, 2.0]}  # the same pilot: only the headline rule differs
+    plan = seed_plan(claims, headlines={"head": (3.0,)})
+    assert plan.loc["head", "to clear (points)"] == 1.5  # half the carried margin, not the pilot's mean
+    runs = int(plan.loc["head", "seeds run"])
+    assert (
+        runs == min(SEED_CAP, max(HEADLINE_SEEDS, plan.loc["head", "seeds needed"]))
+        and plan.loc["head", "plan"] == f"{runs} seeds (a headline)"
+    )
+    assert plan.loc["rest", "seeds run"] != plan.loc["rest", "seeds run"]  # not a headline: the pilot's rule
+    shifted = seed_plan({"head": [11.0, 13.0, 12.0], "rest": [1.0, 3.0, 2.0]}, headlines={"head": (3.0,)})
+    assert shifted.loc["head", "seeds run"] == runs  # the mean is never read
+    assert arm_seeds(plan, {"head": ["A", "B"], "rest": ["C"]}, [0, 1, 2])["A"] == list(range(runs))
+    row = claim_row("head", verdict([1.0, 3.0, 2.0]), PaperMargin("+3.0", [3.0]), headline=True, plan=plan)
+    assert row["plan"] == str(runs) and f"(3 of {runs} planned seeds)" in row["ours (a − b, 95 % CI)"]
+    tie = seed_plan({"head": [0.9, -1.0, 0.5]}, headlines={"head": ()}, resolution=1.0)
+    assert tie.loc["head", "plan"].startswith("underpowered (needs ") and tie.loc["head", "seeds run"] == SEED_CAP
+
+
 def test_planned_seeds_run_to_the_largest_decidable_plan():
     plan = seed_plan({"a": [0.1, 0.2, 0.0], "b": [4.0, -2.0, 6.0]}, pool=False)
     assert planned_seeds(plan, [0, 1, 2]) == [0, 1, 2, 3]  # "a" needs 4; "b" is underpowered and adds none
@@ -139,7 +196,7 @@ def test_saturation_flags_a_ceiling_or_arms_that_all_agree():
 
 
 def test_an_inert_mechanism_is_a_flag_beside_the_word_wherever_the_claim_is_printed(tmp_path, monkeypatch):
-    from pflkit.verdicts import flagged, verdict_text
+    from pflkit.claims import flagged, verdict_text
 
     inert = mechanism("weights differ", verdict([0.1, -0.1, 0.0], resolution=1.0), control="a shared embedding")
     acts = mechanism("weights differ", verdict([5.0, 6.0, 7.0], resolution=1.0), control="a shared embedding")
@@ -226,8 +283,8 @@ def test_findings_lead_with_mechanisms_and_headlines():
 
 
 def test_the_glance_table_leads_with_the_papers_claims_in_the_papers_order_whatever_the_verdict():
+    from pflkit.claims import claims_data, lead
     from pflkit.pages import findings, glance
-    from pflkit.verdicts import claims_data, lead
 
     inert = mechanism("Mechanism: routes differ", verdict([0.0, 0.0, 0.0], resolution=1.0), control="one route")
     second = lead(claim_row("T2: A beats C", verdict([-2.0, -3.0, -4.0]), paper="+4.2 vs pFedMe (CIFAR-10)"), 2,
@@ -382,8 +439,8 @@ def test_the_papers_margin_is_against_its_strongest_comparator_in_the_published_
 
 
 def test_lead_claims_are_marked_in_the_papers_order_and_never_dropped_in_silence():
+    from pflkit.claims import mark_leads
     from pflkit.errors import PflkitError
-    from pflkit.verdicts import mark_leads
 
     rows = [claim_row(t, verdict([1.0, 2.0, 3.0])) for t in ("Table 2: A beats B", "Table 1: A beats C", "Table 1: D")]
     marked = mark_leads(rows, [("Table 1: A", "A beats C", "FMNIST", "why"), ("Table 2", "A beats B", "FMNIST", "")])
@@ -395,7 +452,7 @@ def test_lead_claims_are_marked_in_the_papers_order_and_never_dropped_in_silence
 
 
 def test_a_claims_arms_budget_names_each_arms_rounds_and_last_fifth_gain():
-    from pflkit.verdicts import arms_budget
+    from pflkit.claims import arms_budget
 
     class Result:
         def finals(self):
@@ -459,8 +516,8 @@ def test_an_undecided_claim_short_of_its_plan_is_underpowered():
 
 
 def test_the_bottom_line_says_each_lead_claims_word_size_and_flags_in_the_papers_order():
+    from pflkit.claims import claims_data, lead
     from pflkit.pages import bottom_line
-    from pflkit.verdicts import claims_data, lead
 
     pm = PaperMargin("+2.0", [2.0], values=[(80.0, 78.0)])
     rows = [
@@ -488,8 +545,8 @@ def test_the_bottom_line_says_each_lead_claims_word_size_and_flags_in_the_papers
 
 
 def test_a_baseline_reported_above_local_or_fedavg_and_far_below_it_here_is_marked_weak():
+    from pflkit.claims import explain_weak, weak_arms
     from pflkit.results import reported_above
-    from pflkit.verdicts import explain_weak, weak_arms
 
     reported = {"pFedMe": {"Local": ["pFedHN Table 1"], "FedAvg": ["PFLlib"]}, "Per-FedAvg": {"FedAvg": ["PFLlib"]}}
     res = _Result({"Local": 90.0, "FedAvg": 80.0, "pFedMe": 86.9, "Per-FedAvg": 79.5, "Ditto": 60.0, "pFedMe (L)": 70.0,

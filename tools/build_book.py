@@ -264,12 +264,12 @@ def store_usage(log: Path) -> dict:
 
 
 def claims_tally(path: Path) -> dict:
-    """The verdict words of a chapter's claims file (``pflkit.verdicts.tally``); {} without one."""
+    """The verdict words of a chapter's claims file (``pflkit.claims.tally``); {} without one."""
     if not path.exists() or path.stat().st_size == 0:
         return {}
     import pandas as pd
 
-    from pflkit.verdicts import tally
+    from pflkit.claims import tally
 
     return tally(pd.read_csv(path))
 
@@ -389,7 +389,7 @@ def budget_section(stage: Path) -> list[str]:
     improving by more than a point ran on, to its chapter's cap), and the verdict with its flags."""
     import pandas as pd
 
-    from pflkit.verdicts import verdict_text
+    from pflkit.claims import verdict_text
 
     rows = []
     for f in sorted((stage / "book").glob("*.claims.csv")):
@@ -429,8 +429,9 @@ def write_findings(stage: Path) -> None:
     intro = stage / "book" / "intro.md"
     if not intro.exists() or FINDINGS_MARKER not in intro.read_text():
         return
+    from pflkit.claims import words_text
     from pflkit.pages import bottom_line, glance, markdown_table, runs_sentence
-    from pflkit.verdicts import FLAG_MEANINGS, MEANINGS, SIZE_MEANINGS, words_text
+    from pflkit.verdicts import FLAG_MEANINGS, MEANINGS, SIZE_MEANINGS
 
     titles = {p.stem: p for p in chapters()}
     files = {stem: stage / "book" / f"{stem}.claims.csv" for stem in titles}

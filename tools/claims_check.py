@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGE = ROOT / "_build" / "book" / "stage" / "book"
 GOLDEN = ROOT / "tests" / "golden"
 TOLERANCE = 0.005  # the claims files keep means and intervals unrounded; a CPU's last bits may differ
-COMPARED = ("verdict", "size", "carried", "flags", "seeds", "ours")
+COMPARED = ("verdict", "size", "carried", "plan", "flags", "seeds", "ours")
 
 sys.path.insert(0, str(ROOT))
 from pflkit.verdicts import WORDS  # noqa: E402
@@ -54,7 +54,9 @@ def golden_differences(claims: pd.DataFrame, golden: pd.DataFrame, chapter: str)
         if isinstance(a, pd.DataFrame) or isinstance(b, pd.DataFrame):
             out.append(f"{chapter}: claim named twice: {name!r}")
             continue
-        diffs = [f"{k} {b[k]!r} -> {a[k]!r}" for k in COMPARED if str(a.get(k, "")) != str(b.get(k, ""))]
+        diffs = [
+            f"{k} {b.get(k, '')!r} -> {a.get(k, '')!r}" for k in COMPARED if str(a.get(k, "")) != str(b.get(k, ""))
+        ]
         for k in ("mean", "lo", "hi"):
             x, y = pd.to_numeric(a.get(k), errors="coerce"), pd.to_numeric(b.get(k), errors="coerce")
             if (x == x or y == y) and not abs(x - y) <= TOLERANCE:

@@ -111,7 +111,7 @@ def tally(claims: pd.DataFrame, rows: list[dict], saturated: dict[str, str], see
 
 def plain(row: dict) -> str:
     """A claim's word with its flags, then ours: how a before-and-after table says it."""
-    from ..verdicts import verdict_text
+    from ..claims import verdict_text
 
     return f"{verdict_text(row, bold=False)}, {row['ours (a − b, 95 % CI)']}"
 
@@ -129,7 +129,7 @@ def claim_rows(specs: dict, results: dict, pfllib: dict, kt: dict, plan: pd.Data
     (adapting to a client's own data pays off), checked against FedAvg's global model as it is, and the
     setting's headline claims link to it.  The first setting with room to judge (not saturated) carries
     the benchmarks' lead claims, in the paper's order.  Returns the rows and each setting's mechanism row."""
-    from ..verdicts import claim, mark_leads, mechanism, saturation
+    from ..claims import claim, mark_leads, mechanism, saturation
 
     rows, mechs = [], {}
     for s, spec in specs.items():
@@ -171,7 +171,7 @@ def changed_claims(first: dict, specs: dict, rows: list[dict], mechs: dict, plan
     """Per setting whose rising arms ran on (``first``: its sweep at the first budget), each claim at
     ``rounds`` rounds beside the same claim with each arm run on to its stopping point, both read at the
     budget both reached."""
-    from ..verdicts import claim
+    from ..claims import claim
 
     out = {}
     for s, res0 in first.items():

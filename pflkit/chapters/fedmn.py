@@ -19,8 +19,9 @@ from sklearn.metrics import adjusted_rand_score
 from ..engine import Federation
 from ..errors import PflkitError
 from ..methods import get_method
-from ..methods.fedmn import build_net, decision_swap_accuracy, oracle_decisions, pretrain_rounds
+from ..methods.fedmn import build_net, pretrain_rounds
 from ..models import build_model
+from .fedmn_probes import decision_swap_accuracy, oracle_decisions
 
 
 def shape_of(cfg) -> tuple[tuple, int]:
@@ -121,7 +122,7 @@ def router_probe(rnd, row, server, clients):
     embeddings (h's input, eq. 9; from the switch to routing on); ``label_share``, the labels' share of an embedding's squared
     norm (mean over clients); ``g_sd``, the spread of the logits G over the clients (standard
     deviation per path, mean over the paths; unrounded).  At the last round also the oracle
-    (:func:`pflkit.methods.fedmn.oracle_decisions`: per client, its test accuracy with the
+    (:func:`pflkit.chapters.fedmn_probes.oracle_decisions`: per client, its test accuracy with the
     router's decision, the best common one, its own cluster's and its swap partner's cluster's).
     Recorded in Table II, *The routing decisions*, *What the router reads* and the departures."""
     if server.cfg.method != "fedmn" or row is None or rnd < pretrain_rounds(server.cfg, server.opt):
@@ -638,7 +639,8 @@ def table2_table(result, pub: pd.DataFrame, paper_row: dict) -> pd.DataFrame:
     """Table II: per arm our mean client accuracy, the worst 10 % of the clients' (mean over seeds), seeds,
     whether still improving, the pooled accuracy at the best validation round, and the paper's numbers
     (:func:`with_paper`)."""
-    from ..verdicts import WORST_COLUMN, fmt_interval, paper_vs_ours
+    from ..claims import WORST_COLUMN, paper_vs_ours
+    from ..verdicts import fmt_interval
 
     table = paper_vs_ours(result, {}, label="paper")[["ours mean_acc", WORST_COLUMN, "seeds", "still improving"]]
     table = table.rename(columns={"ours mean_acc": ACC})

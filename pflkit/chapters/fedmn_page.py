@@ -373,10 +373,10 @@ def lead_text(m: dict) -> tuple[str, str]:
 
 
 def paper_and_own(table: pd.DataFrame, rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A claims table (:func:`pflkit.verdicts.claims_table`, indexed by claim) split in two: the paper's
-    claims, and our own checks (:func:`pflkit.verdicts.is_own` of the claims ``rows``), each in the
+    """A claims table (:func:`pflkit.claims.claims_table`, indexed by claim) split in two: the paper's
+    claims, and our own checks (:func:`pflkit.claims.is_own` of the claims ``rows``), each in the
     table's order.  Used in *What reproduced*."""
-    from ..verdicts import is_own
+    from ..claims import is_own
 
     own = {r["claim"] for r in rows if is_own(r)}
     mine = table.index.isin(own)
@@ -565,7 +565,7 @@ def oracle_shown(changes: pd.DataFrame, oracle: pd.DataFrame, first, last, round
     network's step size and, with the arm ``apart``, the swap test of decisions started apart)."""
     from IPython.display import Markdown
 
-    from ..verdicts import say
+    from ..claims import say
 
     swap, gain, rate_row, *apart_row = rows
     text = (router_text(first, last, tuned, rate, apart if apart_row else None) + " On the trained network a client's own cluster's fitted decision "

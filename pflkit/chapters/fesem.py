@@ -289,7 +289,7 @@ def side_by_side(result, paper: pd.DataFrame, metrics, arms, *, authors=None, ar
 
 
 def verdict_row(text: str, v, paper: str = "", ours=None, digits: int = 2, **row) -> dict:
-    """A claims-table row (:func:`~pflkit.verdicts.claim_row`) whose numbers show two decimals (ARI).
+    """A claims-table row (:func:`~pflkit.claims.claim_row`) whose numbers show two decimals (ARI).
     Used by the claims of *Figure 4*, *Figure 5* and *§5.2: choosing K*."""
     return claim_row(text, v, paper, ours=ours, digits=digits, **row)
 
@@ -304,7 +304,8 @@ def table_claims(res, paper, plan, authors_of, *, k_sel, ref, best_other, fe_few
     rounds (as the paper compares), in the authors' evaluation (``authors_of``: arm -> per-seed values), in
     macro accuracy, against the strongest baseline, more centres, the best K and eq. 7's penalty.
     ``plan``: the seed plan of the accuracy claims."""
-    from ..verdicts import claim, claim_row, mechanism, verdict
+    from ..claims import claim, claim_row, mechanism
+    from ..verdicts import verdict
 
     paper_avg = paper_diff(paper, k_sel, "FedAvg").prefixed(f"{k_sel} − FedAvg: ")
     v_auth = verdict(authors_of(k_sel) - authors_of(ref), budget=res.budget(k_sel, ref))  # the headline's reference
@@ -352,7 +353,8 @@ def cluster_claims(res, trace: pd.DataFrame, ari: pd.DataFrame, ari_plan, *, fe_
     claims-table rows, in that order) and the numbers the notes show: ``ari4`` (per seed), the verdicts
     ``v_groups``, ``v_chance``, ``v_e``, ``v_conv``, ``moves`` (arm × seed), ``any_moves``, ``g_moves``, ``late``.
     Used in *Figure 4: the clusters in detail*."""
-    from ..verdicts import claim_row, mechanism, verdict
+    from ..claims import claim_row, mechanism
+    from ..verdicts import verdict
 
     budget4 = res.improving(fe_g)
     ari4 = ari_at(trace, fe_g, rounds)
@@ -407,17 +409,23 @@ def readings_table(readings, group_of) -> pd.DataFrame:
 
 
 def seed_plans(res, arms, seeds, group_of, *, pairs: dict, fe_g, fr_hs, rounds, cap, resolution, ari_margin,
-               em_resolution, least: dict | None = LEAD_SEEDS):  # fmt: skip
+               em_resolution, least: dict | None = LEAD_SEEDS, paper: pd.DataFrame | None = None):  # fmt: skip
     """The seeds the claims ask for (:func:`pflkit.verdicts.seed_plan` from the pilot seeds ``seeds``):
     one plan for the accuracy claims (``pairs``: name -> (a, b), micro acc a − b, the spread pooled
     over them; ``least``: pair name -> the fewest seeds it runs, for the lead claims) and one for the two cluster claims (ARI of ``fe_g`` against 1, within ``ari_margin``, and
     against random clusters ``fr_hs``); then each arm's seeds, the most either plan asks of it
-    (:func:`pflkit.verdicts.arm_seeds`).  Returns (plan, ARI plan, arm -> seeds).
+    (:func:`pflkit.verdicts.arm_seeds`).  Given the ``paper``'s tables, the pair "headline" is planned as a
+    headline: on the paper's FeSEM − FedAvg carried to its comparator's pilot accuracy, never on its mean.
+    Returns (plan, ARI plan, arm -> seeds).
     Used in *Tables 2 and 3 in full*."""
     from ..experiments import arm_seeds, seed_plan
 
+    heads = None
+    if paper is not None and "headline" in pairs:
+        a, b = pairs["headline"]
+        heads = {"headline": paper_diff(paper, a, "FedAvg").carried(float(res.values(b, "pooled_acc").mean()))}
     plan = seed_plan({k: list(res.paired(a, b, "pooled_acc")) for k, (a, b) in pairs.items()}, cap=cap,
-                     resolution=resolution)  # fmt: skip
+                     resolution=resolution, headlines=heads)  # fmt: skip
     ari = {a: final_ari(res, a, group_of, seeds=seeds, rounds=rounds) for a in (fe_g, fr_hs)}  # per pilot seed
     ari_claims = {  # the cluster claims (ARI): per seed, with the margin of a "within" claim
         "clusters are the groups": (ari[fe_g] - 1, [fe_g], ari_margin),
@@ -463,7 +471,8 @@ def readings_claims(readings, em: pd.DataFrame, *, own, centre, fe_g, resolution
     """The two claims of the other reading of eq. 4.2 (``own``: W_i persisting, against ``centre``:
     restarting from the centre; ``em``: :func:`readings_table`): its E-steps move clients (a mechanism
     check, the ARI at the last round against round 0), and it beats the centre restart in micro accuracy."""
-    from ..verdicts import claim, mechanism, verdict
+    from ..claims import claim, mechanism
+    from ..verdicts import verdict
 
     v = verdict(em.loc[own, "ARI last"] - em.loc[own, "ARI round 0"], budget=readings.budget(own), unit="ARI",
                 resolution=em_resolution)  # fmt: skip
@@ -480,7 +489,8 @@ def head_start_claims(res, plan, *, fr, fr_hs, k_em, resolution, margin) -> tupl
     """The head-start grid's claims: the paper's EM against fixed random clusters at the same head start,
     the head start with fixed random clusters, and the interaction of the two factors (the head start's
     gain with random clusters minus its gain with one model, a no-difference verdict within ``margin``)."""
-    from ..verdicts import claim, verdict
+    from ..claims import claim
+    from ..verdicts import verdict
 
     em_row = claim(f"ours: the paper's EM beats the authors' fixed random clusters at the same head start (K = {k_em})",
                    res, f"FeSEM({k_em})", fr_hs, metric="pooled_acc", resolution=resolution, plan=plan,

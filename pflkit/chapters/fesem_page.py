@@ -12,10 +12,11 @@ import seaborn as sns
 import torch
 from matplotlib.ticker import MaxNLocator
 
+from ..claims import WORST_COLUMN
 from ..experiments import cpu_hours, fmt_interval
 from ..pages import folded
 from ..sweeps import sweep
-from ..verdicts import WORST_COLUMN, seeds_text
+from ..verdicts import seeds_text
 from .fesem import LEAF_TABLE, estimate_s, leaf_arms, leaf_table
 
 # ----------------------------------------------------------------------------- the federation
@@ -239,7 +240,8 @@ def why_lines(*, best_other, v_best, acc, k_sel, alpha, skew, ari_g, fe_g, ari_l
     against the groups (mean, per seed) and against the label mixes (per seed); ``moves``: every client
     move of every K; ``still``: the arms still improving; ``hs_gain``: the head start's gain (points).
     Used in *What reproduced*."""
-    from ..verdicts import in_words, seeds_text
+    from ..claims import in_words
+    from ..verdicts import seeds_text
 
     tested = ("contradicted", "inconclusive")  # a "why" needs a verdict that did not reproduce
     why = []
@@ -373,7 +375,7 @@ def table_notes(*, k_sel, val, fesem_arms, best_other, claims: dict, mean: pd.Da
     words, FedSGD's unfinished budget, the size of the local penalty λ/m · Dist against the training
     loss (``intra``, ``loss``: FeSEM(K = groups)'s at the last round; ``intra7``, ``loss7``: the eq. 7
     arm's), and the authors' evaluation (``auth``: arm -> its mean) against the paper's micro accuracy."""
-    from ..verdicts import in_words
+    from ..claims import in_words
 
     lines = [
         "* **K chosen on validation** (micro accuracy on the clients' validation splits at the last round): "
@@ -542,7 +544,7 @@ def readings_notes(table: pd.DataFrame, centre: str, own: str, mech_own: dict, o
 def head_start_notes(*, em_row, hs_row, k_em, v_full, v_hs1, v_inter, margin, v_lead) -> str:
     """The bullets under the head-start grid: the paper's EM against fixed random clusters, the head start,
     and whether the two effects add up (``v_inter``: the interaction, a no-difference claim within ``margin``)."""
-    from ..verdicts import in_words
+    from ..claims import in_words
 
     return (
         f"* **The paper's EM against the authors' fixed random clusters, both with the head start**: "
@@ -559,7 +561,7 @@ def head_start_notes(*, em_row, hs_row, k_em, v_full, v_hs1, v_inter, margin, v_
 
 def leads(acc, *, k_sel, ref, init_steps, setting) -> list[tuple]:
     """The paper's lead claims in its order (Tables 2/3), whatever our verdict, for
-    :func:`pflkit.verdicts.mark_leads`: (the claim's start, the short claim, our setting, why), from
+    :func:`pflkit.claims.mark_leads`: (the claim's start, the short claim, our setting, why), from
     ``acc`` (arm -> micro accuracy, mean over seeds); FedAvg's reference at equal local work (``ref``),
     our control, is named.
     Used in *Every claim as a plot* (the findings box and the glance table)."""

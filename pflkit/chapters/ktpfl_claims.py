@@ -9,27 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..claims import claim, claim_row, flagged, mechanism, say
 from ..pages import claim_bullets
 from ..results import PaperMargin, margin_text, pair_margin
-from ..verdicts import (
-    INERT,
-    SEED_CAP,
-    WEAK_BELOW,
-    claim,
-    claim_row,
-    flagged,
-    mechanism,
-    say,
-    seed_plan,
-    verdict,
-)
+from ..verdicts import INERT, SEED_CAP, WEAK_BELOW, seed_plan, verdict
 from .ktpfl import LOCAL, NAME2, NO_SERVER, STEPS_CTL, TOPK_A, c_moved
 
 
 def c_mechanism(text: str, result, arm: str, seeds, threshold: float, **row) -> dict:
     """The mechanism check of the claims about what c learns: c leaves its start 1/N in ``arm``'s runs.
     Per seed, the largest |c_mn − 1/N| less ``threshold`` (c "moved" beyond it: the acting side > 0),
-    judged by the book's rule against uniform c (FedMD's mixture); ``row``: :func:`~pflkit.verdicts.claim_row`'s
+    judged by the book's rule against uniform c (FedMD's mixture); ``row``: :func:`~pflkit.claims.claim_row`'s
     options."""
     far = [c_moved(result, arm, s) for s in seeds if (arm, s) in result.records]
     seeds = f"{len(far)} seed{'s' if len(far) != 1 else ''}"
@@ -199,7 +189,7 @@ def half_updates_why(res, n: int, arm: str = "Per-FedAvg", ref: str = "FedAvg") 
     """Why ``arm`` (Per-FedAvg) reads below ``ref`` (FedAvg) on Table 2's ``n`` clients at one budget of samples
     (the rule's unit), measured on the stored curves: its adaptation step spends every other minibatch, so at
     equal local epochs it makes half ``ref``'s model updates; read at equal updates (``ref`` at the evaluation
-    nearest half its rounds), per seed both ran. For :func:`pflkit.verdicts.explain_weak`; {} without such seeds,
+    nearest half its rounds), per seed both ran. For :func:`pflkit.claims.explain_weak`; {} without such seeds,
     or where ``arm`` is still more than :data:`~pflkit.verdicts.WEAK_BELOW` below ``ref`` at equal updates."""
     seeds = [s for s in res.seeds if (arm, s) in res.records and (ref, s) in res.records]
     if not seeds:
@@ -247,7 +237,7 @@ def undertrained_why(res, n: int, ref: str = "FedAvg") -> dict[str, str]:
     """Why an arm reads below ``ref`` at ``n`` clients where each client trains only a few times in the budget
     (a share of the clients a round): each client's visits, and how far the arm and ``ref`` still rose over the
     last fifth on validation (their stored curves, mean over seeds); only for an arm still rising (one that
-    falls is not under-trained).  For :func:`pflkit.verdicts.explain_weak`."""
+    falls is not under-trained).  For :func:`pflkit.claims.explain_weak`."""
     gain = res.finals().groupby("arm").gain_last_fifth.mean()
     if ref not in gain.index:
         return {}
@@ -284,7 +274,7 @@ def table2_claims(
     method on validation; ``pub``: the paper's numbers, method -> value).  Returns ``mech`` (the
     parameter-exchanging KT-pFL's c leaves 1/N), ``claims`` (the paper's headline, then our two) and
     ``ran_on`` (what running on changed, "" when no arm ran on).  ``explained``: arm -> why it is a weak
-    baseline at this count (:func:`pflkit.verdicts.explain_weak`'s mapping)."""
+    baseline at this count (:func:`pflkit.claims.explain_weak`'s mapping)."""
     mech = c_mechanism(
         f"Table 2, {label}{n} clients, {kp}: mechanism: c leaves 1/N (largest |c − 1/N| > {inert_c:g})",
         res, kp, seeds, inert_c, paper="c learned by eq. 7",

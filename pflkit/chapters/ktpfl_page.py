@@ -37,7 +37,7 @@ COLUMNS = {  # paper_vs_ours's columns -> the headers the page shows
 
 
 def accuracy_view(table: pd.DataFrame) -> pd.DataFrame:
-    """A table of :func:`pflkit.verdicts.paper_vs_ours` (or several, concatenated) with the page's headers:
+    """A table of :func:`pflkit.claims.paper_vs_ours` (or several, concatenated) with the page's headers:
     "paper", "ours" (mean ± 95 % CI), "seeds", "still improving"; the row labels named "method"; the
     paper's missing numbers "—", the others rounded to the paper's two digits."""
     out = table.rename(columns=COLUMNS).rename_axis(index=lambda n: "method" if n == "arm" else n)
@@ -103,11 +103,11 @@ def curves(
 
 
 def split_claims(table: pd.DataFrame, rows: list[dict], aside=()) -> tuple[pd.DataFrame, ...]:
-    """A claims table (:func:`pflkit.verdicts.claims_table`, indexed by claim) cut in three, each in the
+    """A claims table (:func:`pflkit.claims.claims_table`, indexed by claim) cut in three, each in the
     table's order: the paper's claims on the main path; the paper's claims whose text starts with one of
-    ``aside`` (those judged in the laboratory notes); and our own checks (:func:`pflkit.verdicts.is_own`:
+    ``aside`` (those judged in the laboratory notes); and our own checks (:func:`pflkit.claims.is_own`:
     mechanisms, controls, questions we added)."""
-    from ..verdicts import is_own
+    from ..claims import is_own
 
     own = table.index.isin([r["claim"] for r in rows if is_own(r)])
     noted = table.index.str.startswith(tuple(aside)) & ~own if aside else np.zeros(len(table), bool)
@@ -194,9 +194,9 @@ def near_column(points: float) -> str:
 
 def table2_frame(results: dict, paper: pd.DataFrame, near_points: float) -> pd.DataFrame:
     """Table 2 at each client count (``results``: n -> SweepResult; ``paper``: the paper's Table 2 rows on
-    Fashion_MNIST): :func:`~pflkit.verdicts.paper_vs_ours` with ours − paper (the mean's gap), whether it
+    Fashion_MNIST): :func:`~pflkit.claims.paper_vs_ours` with ours − paper (the mean's gap), whether it
     lies within ``near_points`` ("—" where the paper has no number) and the client count."""
-    from ..verdicts import paper_vs_ours
+    from ..claims import paper_vs_ours
 
     frames = []
     for n, res in results.items():
@@ -376,7 +376,7 @@ def gain(row: dict) -> str:
 
 def leads(mech: dict, claims: list[dict], clients: int, local_epochs: int, train_images) -> list[tuple]:
     """The paper's lead claims in its order (Table 1 on both splits, then Table 2), whatever our verdict, as
-    :func:`pflkit.verdicts.mark_leads` takes them: the claim's start, its short name, our setting and why
+    :func:`pflkit.claims.mark_leads` takes them: the claim's start, its short name, our setting and why
     (``mech``: Table 1's distillation check by split; ``claims``: every claim so far, for the data control)."""
     setting = f"FMNIST {{}}, {clients} clients, E = {local_epochs} (paper: 20)"
     out = []
@@ -456,7 +456,8 @@ def table1_frame(results: dict, paper: pd.DataFrame) -> pd.DataFrame:
     """Table 1 on every split (``results``: split -> SweepResult; ``paper``: the paper's Table 1 rows on
     Fashion_MNIST) as the page shows it (:func:`accuracy_view`), with the pooled accuracy at the round of best
     mean validation accuracy; rows indexed by split and method."""
-    from ..verdicts import fmt_interval, paper_vs_ours
+    from ..claims import paper_vs_ours
+    from ..verdicts import fmt_interval
 
     rows = []
     for split, res in results.items():
@@ -482,7 +483,7 @@ def table2_on(h: dict, paper: pd.DataFrame, n: int, *, near_points: float, seeds
 
 def factor_table(result, paper_arms: dict, seeds) -> pd.DataFrame:
     """Tables 3–6 beside the paper's Fashion_MNIST values, with how far c moved (mean over ``seeds``)."""
-    from ..verdicts import paper_vs_ours
+    from ..claims import paper_vs_ours
 
     cols = ["paper Fashion_MNIST", "ours mean_acc", "seeds", "still improving"]
     table = paper_vs_ours(result, paper_arms, label="paper Fashion_MNIST")[cols]

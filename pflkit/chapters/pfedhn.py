@@ -20,11 +20,12 @@ from sklearn.neighbors import KNeighborsClassifier
 from ..engine import Federation, RunConfig, build
 from ..federated import evaluate
 from ..methods import get_method
-from ..methods.pfedhn import swap_accuracy, train_novel_embedding
+from ..methods.pfedhn import train_novel_embedding
 from ..partitions import total_variation
 from ..sweeps import worst_clients
 from ..tuning import with_tuned
 from ..verdicts import arm_seeds, seed_plan
+from .pfedhn_probes import swap_accuracy
 
 # ----------------------------------------------------------------------------- probes
 
@@ -117,7 +118,7 @@ def embedding_probe(rnd, row, server, clients):
 
 def own_minus_other(mix) -> float:
     """Mean own-model accuracy minus mean accuracy with another client's generated model (points),
-    from a swap matrix (:func:`~pflkit.methods.pfedhn.swap_accuracy`)."""
+    from a swap matrix (:func:`~pflkit.chapters.pfedhn_probes.swap_accuracy`)."""
     m = np.array(mix)
     return 100 * (np.diag(m).mean() - m[~np.eye(len(m), dtype=bool)].mean())
 

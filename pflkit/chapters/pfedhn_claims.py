@@ -9,22 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..claims import arms_budget, claim, claim_row, mechanism, paper_vs_ours, rising, saturation, say, weak_arms
 from ..results import PaperMargin, absent_rival, margin_text
-from ..verdicts import (
-    arms_budget,
-    claim,
-    claim_row,
-    fmt_interval,
-    interval,
-    mechanism,
-    paper_vs_ours,
-    rising,
-    saturation,
-    say,
-    seed_plan,
-    verdict,
-    weak_arms,
-)
+from ..verdicts import fmt_interval, interval, seed_plan, verdict
 from .pfedhn import (
     PAPER_DATASETS,
     _default_rate,
@@ -398,7 +385,7 @@ def c5_summary(res, paper, text: str, margin: float, plan):
 
 def lead_claims(*, n0, counts, hr_rows, best_hr, t1, t1_pilot, mech2h, widths, budget_clients, fig2, row_gap,
                 novel_clients: str, resolution: float, data: str = "FMNIST") -> list[tuple[str, str, str, str]]:  # fmt: skip
-    """The paper's lead claims in its order, whatever our verdict (:func:`pflkit.verdicts.mark_leads`:
+    """The paper's lead claims in its order, whatever our verdict (:func:`pflkit.claims.mark_leads`:
     the start of each row's claim, the claim in a few words, our setting, the one line of why): Table 1
     at ``n0`` clients on the headroom split (``hr_rows``: :func:`headroom_rows`), at the other
     ``counts`` on the paper's split, Table 2 on the headroom split by size, Figure 2 (``fig2``: its

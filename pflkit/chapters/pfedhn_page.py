@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
+from ..claims import paper_vs_ours, say
 from ..pages import claims_tally as tally  # noqa: F401  (the sentence under the claims table)
 from ..pages import folded, with_worst
 from ..plots import arm_palette, claims_plot  # importing it shows a notebook's figures with their text size
 from ..tuning import HEADROOM_VAL
-from ..verdicts import fmt_interval, interval, paper_vs_ours, say
+from ..verdicts import fmt_interval, interval
 from .pfedhn import data_heading, data_label, hn_size_acc, paper_dataset, paper_label, paper_t1, with_budget
 
 # ----------------------------------------------------------------------------- the page's tables
@@ -91,7 +92,7 @@ def setup_rows(p: dict) -> list[tuple[str, str, str]]:
 def claims_markdown(table: pd.DataFrame) -> str:
     """The compact claims table of "What reproduced" as MyST Markdown, in the glance tables' small
     type: each claim with ours and its verdict (word and flags); then, in a fold, each claim with the
-    paper's number and the notes.  ``table``: :func:`pflkit.verdicts.claims_table` (claims as index)."""
+    paper's number and the notes.  ``table``: :func:`pflkit.claims.claims_table` (claims as index)."""
     from ..pages import markdown_table
 
     d = table.reset_index()
@@ -350,8 +351,11 @@ def shrink_text(shrink_range: pd.DataFrame, every: str, spared: str) -> str:
 
 def glue_params(g: dict, prop1: dict, extra: dict) -> dict:
     """The values the prose shows: the notebook's upper-case names ``g``, Proposition 1's problem
-    as ``PROP1_<KEY>``, and ``extra``."""
-    return {k: v for k, v in g.items() if k.isupper()} | {f"PROP1_{k.upper()}": v for k, v in prop1.items()} | extra
+    as ``PROP1_<KEY>``, the regime pilot's thresholds, and ``extra``."""
+    page = {"REGIME_TOLERANCE": REGIME_TOLERANCE, "REGIME_GAP": REGIME_GAP}  # the regime pilot's thresholds
+    return (
+        {k: v for k, v in g.items() if k.isupper()} | {f"PROP1_{k.upper()}": v for k, v in prop1.items()} | page | extra
+    )
 
 
 def images_text(images) -> str:

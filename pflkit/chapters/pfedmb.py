@@ -13,11 +13,12 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
+from ..claims import claim_row
 from ..engine import Federation, RunConfig
 from ..methods import display_name
 from ..methods.pfedmb import BranchLayer
 from ..pages import folded
-from ..verdicts import RESOLUTION, claim_row, fmt_interval, seeds_text, verdict
+from ..verdicts import RESOLUTION, fmt_interval, seeds_text, verdict
 
 PFEDMB = display_name("pfedmb")
 
@@ -391,7 +392,7 @@ def derived_claim(text, diffs, res, arms, paper="", unit="points", margin=None, 
     """A claims-table row for a per-seed difference that a sweep's tables have no column for (α
     similarity, accuracy over the rounds, gaps across settings): the book's rule on those paired
     differences, its budget flag from ``arms`` of ``res``, with the "no difference" resolution of a
-    directional claim in points (``row``: :func:`~pflkit.verdicts.claim_row`'s options)."""
+    directional claim in points (``row``: :func:`~pflkit.claims.claim_row`'s options)."""
     resolution = RESOLUTION if unit == "points" and margin is None else None
     v = verdict(list(diffs), margin=margin, budget=res.budget(*arms), unit=unit, resolution=resolution)
     return claim_row(text, v, paper, digits=2, **row)
@@ -680,9 +681,9 @@ class Compact:
 
 def mechanism_line(alpha_rows: dict, eq5_rows: dict) -> str:
     """Our two mechanism checks of Table II in one sentence (``alpha_rows``, ``eq5_rows``: setting ->
-    the row of :func:`pflkit.verdicts.mechanism`): each check's verdict word with its flags per
+    the row of :func:`pflkit.claims.mechanism`): each check's verdict word with its flags per
     setting; the numbers are in the claims table."""
-    from ..verdicts import verdict_text
+    from ..claims import verdict_text
 
     def words(rows: dict) -> str:
         return "; ".join(f"**{verdict_text(r, bold=False)}** in {n}" for n, r in rows.items())

@@ -3,7 +3,8 @@ once in book/pfedmb.ipynb from its parameters cell) and the names its sections s
 setting's arms come from (:func:`pilot_tuner`), and "What reproduced", the compact claims table.  Each section takes
 the parameters and what earlier sections returned, by name; none reads the notebook's namespace.  The other
 sections: the pairs (Figure 3, Table I, Figure 4) are :mod:`pflkit.chapters.pfedmb_pairs`, Table II, Table III and
-Figure 5 :mod:`pflkit.chapters.pfedmb_table2`, the laboratory notes :mod:`pflkit.chapters.pfedmb_notes`; the
+Figure 5 :mod:`pflkit.chapters.pfedmb_table2`, the laboratory notes :mod:`pflkit.chapters.pfedmb_notes`, the values
+and sentences the markdown reads by name :mod:`pflkit.chapters.pfedmb_glue`; the
 measurements, tables and words they are built from are in :mod:`pflkit.chapters.pfedmb`."""
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ WEAK_REFERENCE = {"pfedme": "Local", "fedprox": "FedAvg"}  # what a tuned baseli
 def tuned_baselines_why(pilots: dict, grids: dict, runs) -> dict[str, str]:
     """Why a baseline whose own hyperparameters the pilot tunes (``grids``: :class:`Params`'
     ``baseline_grids``) stays a weak baseline where Table II's claims mark it (for
-    :func:`pflkit.verdicts.explain_weak`, keyed by the marked arm "<setting> · <method>"): the values its
+    :func:`pflkit.claims.explain_weak`, keyed by the marked arm "<setting> · <method>"): the values its
     setting's pilot chose, its best pilot run against its reference's (:data:`WEAK_REFERENCE`: Local for
     pFedMe, FedAvg for FedProx) on validation, and the paired difference on the table's seeds (``runs``)."""
     why = {}

@@ -15,12 +15,13 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
+from ..claims import claim_row
 from ..engine import RunConfig
 from ..experiments import HEADLINE_SEEDS, SEED_CAP, arm_seeds, claim, mechanism, saturation, seed_plan, sweep_stable
 from ..methods import display_name
 from ..pages import claim_bullets
 from ..results import PaperMargin
-from ..verdicts import RESOLUTION, claim_row, seeds_text, verdict
+from ..verdicts import RESOLUTION, interval, seeds_text, verdict
 from .pfedmb import (
     PFEDMB,
     alpha_follows_data,
@@ -210,14 +211,21 @@ def table2_plan(P: Params, pilot_runs, *, arms: Table2Arms, paper: PaperTable2) 
     for b in (P.fig5_branches[0], P.fig5_branches[-1]):
         claims[f"Figure 5: {mid.split(' · ')[1]} − B={b}"] = ([(1, mid, arm(P.fig5_setting, mb_label(b)))], None)
 
-    plan = seed_plan(t2_diffs(pilot_runs, claims), cap=SEED_CAP, resolution=RESOLUTION,
+    # the headlines are planned on the paper's margin carried to our rival's pilot accuracy, never on a mean difference
+    heads = {}
+    for n in P.headline:
+        col = paper.col(n)
+        theirs = PaperMargin("", values=[(col["pFedMB"], col.drop("pFedMB").max())])
+        heads[f"{n}: pFedMB − {rival[n]}"] = theirs.carried(interval(pilot_runs.values(arm(n, rival[n])))[0])
+    plan = seed_plan(t2_diffs(pilot_runs, claims), cap=SEED_CAP, resolution=RESOLUTION, headlines=heads,
                      margins={k: m for k, (_, m) in claims.items() if m is not None})  # fmt: skip
     claim_arms = {k: [a for _, x, y in terms for a in (x, y)] for k, (terms, _) in claims.items()}
-    lead = [f"{n}: pFedMB − {rival[n]}" for n in P.headline] + [f"{n}: pFedMB − Local (beats)" for n in P.headline]
+    local = [f"{n}: pFedMB − Local (beats)" for n in P.headline]
     seeds = arm_seeds(
-        plan, claim_arms, P.seeds, arms=arms.arms, cap=SEED_CAP, least=dict.fromkeys(lead, HEADLINE_SEEDS)
+        plan, claim_arms, P.seeds, arms=arms.arms, cap=SEED_CAP, least=dict.fromkeys(local, HEADLINE_SEEDS)
     )
-    seeds = {a: s[: P.table2_run] for a, s in seeds.items()}  # the headline: five seeds at least, within the run cap
+    lead = {a for k in heads for a in claim_arms[k]}  # a headline's arms run its own plan, past the run cap
+    seeds = {a: s if a in lead else s[: P.table2_run] for a, s in seeds.items()}
     return dataclasses.replace(chosen, claims=claims, plan=plan, seeds=seeds)
 
 
@@ -251,7 +259,8 @@ def t2_cap_text(table2_run: int) -> str:
         f"the plan asks for at most {SEED_CAP} seeds a claim (a claim that needs more reads underpowered); the pairs run "
         f"what it asks, Table II's and Figure 5's arms at most {table2_run}"
         + (f", so a claim there planned for {table2_run + 1} to {SEED_CAP} seeds runs {table2_run} and, if still "
-           "undecided, reads inconclusive, its notes giving the seeds planned and run" if table2_run < SEED_CAP else "")
+           "undecided, reads underpowered, its notes giving the seeds planned and run" if table2_run < SEED_CAP else "")
+        + f"; a headline's arms run its own plan (at least {HEADLINE_SEEDS} seeds, at most {SEED_CAP})"
     )  # fmt: skip
 
 

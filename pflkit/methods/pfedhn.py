@@ -42,7 +42,7 @@ from torch import nn
 from torch.nn.utils.parametrizations import spectral_norm as _spectral_norm
 
 from ..errors import PflkitError
-from ..federated import Client, Server, derive_seed, evaluate, nbytes, snapshot
+from ..federated import Client, Server, derive_seed, nbytes, snapshot
 from ..models import build_model
 from . import Method, register
 
@@ -272,25 +272,6 @@ class PFedHNClient(Client):
 
 class PFedHNPCServer(PFedHNServer):
     generated_prefix = "body."  # h generates the feature extractor θ_i; ω_i stays on the client
-
-
-def swap_accuracy(server: PFedHNServer, clients: list[Client]) -> list[list[float]]:
-    """Figure 3's mix and match: entry (i, j) is the test accuracy of ``clients[i]`` with the weights
-    the hypernetwork generates for ``clients[j]`` (pFedHN: the whole model θ_j; pFedHN-PC: the feature
-    extractor θ_j under client i's own classifier ω_i).  The diagonal is each client's own model.
-    ``clients`` may be any subset whose models share one architecture (one size group of Table 2)."""
-    messages = {c.cid: server.eval_message(c.cid) for c in clients}  # each θ_j generated once, not once a row
-    mix = []
-    for ci in clients:
-        x, y = ci.data.split("test")
-        model = ci.eval_model(messages[ci.cid])  # client i's model: θ_i (and its head ω_i)
-        row = []
-        for cj in clients:
-            model.load_state_dict(messages[cj.cid]["weights"], strict=False)  # θ_j, anything else kept
-            row.append(evaluate(model, x, y)["correct"] / len(y))
-        model.load_state_dict(messages[ci.cid]["weights"], strict=False)
-        mix.append(row)
-    return mix
 
 
 # ----------------------------------------------------------------------------- novel clients
