@@ -248,7 +248,21 @@ def runs_sentence(data) -> str:
         if min(seeds) == max(seeds)
         else f"{min(seeds)}–{max(seeds)} seeds"
     )
-    return RUNS.format(seeds=span)
+    return RUNS.format(seeds=span) + plans_sentence(data)
+
+
+def plans_sentence(data) -> str:
+    """How many of the headlines among ``data`` ran to their own seed plan (:func:`pflkit.verdicts.headline_plan`,
+    the claims file's *plan*: "8", or "10 (needs 58)"), as a sentence to follow the glance's; "" without plans."""
+    import re
+
+    plans = [(int(n), int(m[1])) for n, p in zip(data.get("seeds", []), data.get("plan", []))
+             if (m := re.match(r"(\d+)", str(p)))]  # fmt: skip
+    if not plans:
+        return ""
+    done = sum(n >= p for n, p in plans)
+    return (f" {done} of the {len(plans)} headlines ran to their seed plan (sized to resolve the paper's margin "
+            "carried to our scale, 5 to 10 seeds); the others say how many of their planned seeds ran.")  # fmt: skip
 
 
 def markdown_table(table, css: str = "") -> str:

@@ -310,6 +310,15 @@ def test_the_glance_table_leads_with_the_papers_claims_in_the_papers_order_whate
     assert "The paper's 2 claims: 1 contradicted, 1 reproduces (flagged: 1 mechanism inert); our 1 own check" in text
 
 
+def test_the_glance_sentence_counts_the_headlines_that_ran_to_their_plan():
+    from pflkit.pages import plans_sentence, runs_sentence
+
+    d = pd.DataFrame({"lead": ["1", "2", "3"], "seeds": [5, 7, 3], "plan": ["10 (needs 58)", "7", ""]})
+    assert plans_sentence(d).startswith(" 1 of the 2 headlines ran to their seed plan")
+    assert runs_sentence(d).endswith(plans_sentence(d)) and "3–7 seeds" in runs_sentence(d)
+    assert plans_sentence(d.drop(columns="plan")) == "" and plans_sentence(d.assign(plan="")) == ""
+
+
 def test_an_undecided_claim_short_of_its_plan_says_how_many_seeds_ran():
     plan = seed_plan({"a": [0.1, 0.2, 0.0]}, pool=False)  # 4 seeds
     row = claim_row("a", verdict([1.5, -0.5, 0.6]), plan=plan)
