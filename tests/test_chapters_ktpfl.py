@@ -837,6 +837,7 @@ def test_table1_runs_runs_each_split_to_its_plan_and_the_headline_pair_on(monkey
     assert {c.public_source for c in pilot_arms.values()} == {"mnist"} and pilot_arms[LOCAL].options["lam"] == 0.0
     planned = calls["sweep"][1][1]
     assert set(planned) == set(pilot_arms) and all(1 <= len(s) <= 4 for s in planned.values())  # at most run_cap
+    assert planned["KT-pFL"] == planned["FedMD"] == [0, 1, 2, 3]  # the headline: five seeds at least, within run_cap
     assert calls["flat"] == [(["KT-pFL", "FedMD"], 3)] * 2
     assert h["fallbacks"] == ["EMNIST, Non-IID_1, FedMD: diverged at 0.02; ran at 0.01",
                               "EMNIST, Non-IID_2, FedMD: diverged at 0.02; ran at 0.01"]  # fmt: skip

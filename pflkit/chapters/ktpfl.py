@@ -449,10 +449,11 @@ def table1_runs(
     arm to the seeds its claims' plan asks (at most ``run_cap``); a rate that diverges in these runs falls
     back, every seed, to its pilot's best smaller rate (``pilots``: arm -> (pilot result, its arm)), for the
     whole group that shares it; the headline's two arms (KT-pFL and the strongest other method on validation)
-    run on while still improving, at most ``extend_cap`` × their rounds.  Returns, per split, ``runs`` (each
+    run on while still improving, at most ``extend_cap`` × their rounds, and to
+    :data:`~pflkit.verdicts.HEADLINE_SEEDS` seeds at least (within ``run_cap``).  Returns, per split, ``runs`` (each
     headline arm at its stopping point), ``first`` (at the first budget), ``best``, ``pairs``, ``plan`` and
     ``budget``, and the ``fallbacks``' lines (prefixed with ``label``)."""
-    from ..experiments import RESOLUTION, arm_seeds, sweep_stable, until_flat
+    from ..experiments import HEADLINE_SEEDS, RESOLUTION, arm_seeds, sweep_stable, until_flat
 
     def table1(split, arm_seeds_):
         arms = table1_arms(p, split, lr, soft_lr, topk_authors)
@@ -467,7 +468,8 @@ def table1_runs(
         plan = seed_plan(
             {k: list(res.paired(a, b)) for k, (a, b) in pairs.items()}, cap=SEED_CAP, resolution=RESOLUTION
         )
-        per_arm = arm_seeds(plan, pairs, seeds, arms=res.arms, cap=SEED_CAP)
+        floor = {"KT-pFL − strongest other": HEADLINE_SEEDS}  # the headline: five seeds at least
+        per_arm = arm_seeds(plan, pairs, seeds, arms=res.arms, cap=SEED_CAP, least=floor)
         first, fallbacks = table1(split, {a: s[:run_cap] for a, s in per_arm.items()})
         out["fallbacks"] += fallback_notes(label + split, fallbacks)
         out["runs"][split], out["budget"][split] = until_flat(

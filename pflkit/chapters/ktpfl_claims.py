@@ -105,7 +105,15 @@ def table1_claims(
         name = "KT-pFL − strongest other" if best not in ("FedMD", "Sim-pFD") else f"KT-pFL − {best}"
         now = claims[2 + [b for b, _, _ in pairs].index(best)]  # the headline's claim (saturated: not a headline)
         before = claim(
-            "before", first, "KT-pFL", best, resolution=resolution, plan=plan, plan_name=name, paper=now["paper"]
+            "before",
+            first,
+            "KT-pFL",
+            best,
+            resolution=resolution,
+            plan=plan,
+            plan_name=name,
+            paper=now["paper"],
+            headline=bool(now.get("headline")),  # judged as the headline is, by its own plan
         )
         arms = " and ".join(f"{r.arm} ran on to {r.rounds} rounds" for r in ran_on.itertuples())
         lines.append(
@@ -290,7 +298,8 @@ def table2_claims(
     ran = budget[budget.budget != "1×"]
     ran_on = ""
     if len(ran):  # which headline arms ran longer, and what that changed
-        before = claim("before", first, kp, best, mechanism=mech, paper=claims[0]["paper"])
+        before = claim("before", first, kp, best, mechanism=mech, paper=claims[0]["paper"],
+                       headline=bool(claims[0].get("headline")))  # fmt: skip
         arms = " and ".join(f"{r.arm} ran on to {r.budget} its first budget" for r in ran.itertuples())
         ran_on = (
             f"{arms} (still improving at its end); the headline read {say(before)} at the first budget, "
