@@ -178,7 +178,8 @@ def changed_claims(first: dict, specs: dict, rows: list[dict], mechs: dict, plan
         after = {r["claim"]: r for r in rows} | {t: mechs[s] for t, (m, _) in specs[s].items()
                                                   if m == "FedAvg + FT" and s in mechs}  # fmt: skip
         before = {t: claim(t, res0, m, "FedAvg", margin=mg, resolution=None if mg else resolution, plan=plan,
-                           paper=after[t]["paper"] if t in after else "")
+                           paper=after[t]["paper"] if t in after else "",
+                           headline=bool(after.get(t, {}).get("headline")))  # a headline by its own plan
                   for t, (m, mg) in specs[s].items()}  # fmt: skip
         out[s] = pd.DataFrame([{"claim": t, f"at {rounds} rounds": plain(before[t]),
                                 "arms run on, read at the budget both reached": plain(after[t])}
