@@ -11,6 +11,7 @@ import torch
 from pflkit.chapters.basics import (
     LEADS,
     claim_specs,
+    headline_margins,
     kt_note,
     paper_cost,
     paper_gap,
@@ -93,6 +94,19 @@ def test_claim_specs_put_fedavg_ft_on_dirichlet_splits_only_and_fedprox_last():
     assert [m for m, _ in path.values()] == [*LEADS, "FedProx"]
     assert [m for m, _ in dirich.values()] == [*LEADS, "FedAvg + FT", "FedProx"]
     assert list(path.values())[-1] == ("FedProx", 1.0) and all(mg is None for m, mg in path.values() if m != "FedProx")
+
+
+def test_headline_margins_carry_pfllibs_margin_and_skip_what_the_claims_do_not_head():
+    specs = claim_specs("dirichlet(0.1)", 1.0)
+    pfllib = {"FedAvg": 80.0, "FedPer": 90.0, "Ditto": 95.0, "pFedMe": 85.0, "Per-FedAvg": 80.0}
+    heads = headline_margins(specs, pfllib, 60.0)
+    assert set(heads) == {t for t, (m, mg) in specs.items() if mg is None and m != "FedAvg + FT"}
+    per = {specs[t][0]: c for t, c in heads.items()}
+    # PFLlib's relative error reduction (20 % → 10 %: a half) on our FedAvg's 40 % error: 20 points
+    assert per["FedPer"] == pytest.approx((20.0,)) and per["Per-FedAvg"] == pytest.approx((0.0,))
+    assert per["Local"] == ()  # PFLlib reports no Local: planned on m, not on a margin
+    # in a saturated setting a claim without the paper's margin is not tested, so it plans nothing
+    assert "Local" not in {specs[t][0] for t in headline_margins(specs, pfllib, 60.0, saturated="saturated")}
 
 
 def test_summary_table_has_human_headers_and_no_index_name():

@@ -572,11 +572,22 @@ def test_table2_seeds_plan_every_claim_and_cap_the_seeds_run():
     t = _sweep({"FedMN": [0.80, 0.82, 0.81], "B": [0.70, 0.73, 0.70], "C": [0.60, 0.64, 0.61]}, probe=swap)
     claims = {"FedMN − strongest baseline": ("FedMN", "B"), "B − C": ("B", "C")}
     arms = dict.fromkeys(["FedMN", "B", "C"])
-    plan, seeds = table2_seeds(t, claims, "swap", arms, [0, 1, 2], 10, resolution=1.0, run=2)
+    plan, seeds = table2_seeds(t, claims, "swap", arms, [0, 1, 2], 10, resolution=1.0, run=2, carried=(5.0,))
     assert list(plan.index) == ["FedMN − strongest baseline", "B − C", "swap"]
-    assert set(seeds) == set(arms) and all(len(s) <= 2 and set(s) <= {0, 1, 2} for s in seeds.values())
-    _, five = table2_seeds(t, claims, "swap", arms, [0, 1, 2], 10, resolution=1.0, run=7)
-    assert five["FedMN"] == five["B"] == [0, 1, 2, 3, 4] and five["C"] == [0, 1, 2]  # the headline: five at least
+    assert set(seeds) == set(arms) and len(seeds["C"]) <= 2 and set(seeds["C"]) <= {0, 1, 2}
+    # the headline's arms run its plan (on the carried margin, five seeds at least) past the section's cap
+    runs = int(plan.loc["FedMN − strongest baseline", "seeds run"])
+    assert 5 <= runs <= 10 and seeds["FedMN"] == seeds["B"] == list(range(runs))
+    # the same plan for a spread shifted by a constant: the headline's plan never reads the pilot's mean
+    shifted = _sweep({"FedMN": [0.90, 0.92, 0.91], "B": [0.70, 0.73, 0.70], "C": [0.60, 0.64, 0.61]}, probe=swap)
+    assert table2_seeds(shifted, claims, "swap", arms, [0, 1, 2], 10, resolution=1.0, run=2, carried=(5.0,))[1] == seeds
+    # an inert swap test no longer stops the headline's plan
+    inert = _sweep({"FedMN": [0.80, 0.82, 0.81], "B": [0.70, 0.73, 0.70], "C": [0.60, 0.64, 0.61]},
+                   probe={"swap": [[0.75, 0.75]] * 4})  # fmt: skip
+    assert (
+        table2_seeds(inert, claims, "swap", arms, [0, 1, 2], 10, resolution=1.0, run=2, carried=(5.0,))[1]["FedMN"]
+        == seeds["FedMN"]
+    )
 
 
 def test_table2_table_shown_and_notes():

@@ -877,6 +877,29 @@ def test_table2_runs_and_table2_on_set_ours_beside_the_papers_numbers_of_the_dat
     assert len(rows) == 4 and all(r["claim"].startswith("Table 2, CIFAR-10, 20 clients") for r in rows)
 
 
+def test_table2_runs_runs_the_headlines_arms_to_the_plan_on_the_papers_margin(monkeypatch):
+    from pflkit.chapters.ktpfl import T2_HEADLINE, paper_rows, table2_runs
+    from pflkit.results import paper_results
+
+    calls = _fake_runs(monkeypatch)
+    p = _protocol()
+    methods = ["fedavg", "fedmd", "ktpfl-params", "ktpfl"]
+    pub = paper_rows(paper_results("ktpfl"), "Table 2", "fashion-mnist")
+    h = table2_runs(p, methods, [20, 100], dict.fromkeys(methods, 0.005), {}, None, [0, 1, 2], extend_cap=4,
+                    pub=pub, resolution=1.0)  # fmt: skip
+    assert len(calls["sweep"]) == 4  # per count: every arm on the seeds, then the headline's arms to its plan
+    for n, (_, planned) in zip([20, 100], calls["sweep"][1::2]):
+        runs = int(h["plans"][n].loc[T2_HEADLINE, "seeds run"])
+        assert 5 <= runs <= 10 and planned["KT-pFL (parameters)"] == planned["FedMD"] == list(range(runs))
+        assert planned["FedAvg"] == planned["KT-pFL"] == [0, 1, 2]  # the other arms: the seeds given
+    # without the paper's numbers no plan is made, and every arm runs the seeds given
+    calls["sweep"].clear()
+    assert (
+        table2_runs(p, methods, [20], dict.fromkeys(methods, 0.005), {}, None, [0, 1, 2], extend_cap=4)["plans"] == {}
+    )
+    assert len(calls["sweep"]) == 1
+
+
 def test_client_steps_count_private_and_public_batches():
     from pflkit.chapters.ktpfl import client_steps
 

@@ -190,6 +190,24 @@ def changed_claims(first: dict, specs: dict, rows: list[dict], mechs: dict, plan
 LEADS = ["FedPer", "Ditto", "pFedMe", "Per-FedAvg", "Local"]  # the arms the benchmarks' lead claims name
 
 
+def headline_margins(specs: dict, pfllib: dict[str, float], fedavg_acc: float, saturated: str = "") -> dict:
+    """A setting's headline claims for its seed plan (:func:`pflkit.verdicts.seed_plan`'s ``headlines``):
+    claim -> PFLlib's margin over FedAvg (``pfllib``: method -> %) carried to our scale at FedAvg's pilot
+    accuracy ``fedavg_acc``, or () where PFLlib reports none.  As :func:`claim_rows` judges them: a headline
+    is an arm's claim against FedAvg without a margin, FedAvg + FT's being the mechanism; in a ``saturated``
+    setting one without the paper's margin is not tested, so it plans no seeds.  Used in *The runs*."""
+    heads = {}
+    for text, (m, mg) in specs.items():
+        if mg is not None or m == "FedAvg + FT":
+            continue
+        theirs = published_margin(pfllib, m, "FedAvg", "PFLlib")
+        if hasattr(theirs, "carried"):
+            heads[text] = theirs.carried(fedavg_acc)
+        elif not saturated:
+            heads[text] = ()
+    return heads
+
+
 def claim_specs(setting: str, fedprox_margin: float) -> dict[str, tuple[str, float | None]]:
     """A setting's claims, claim → (arm, margin), each against FedAvg's global model: every lead arm
     beats it; on a Dirichlet split FedAvg + FT beats it too; FedProx does not differ from it by more

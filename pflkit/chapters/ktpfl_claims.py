@@ -13,7 +13,7 @@ from ..claims import claim, claim_row, flagged, mechanism, say
 from ..pages import claim_bullets
 from ..results import PaperMargin, margin_text, pair_margin
 from ..verdicts import INERT, SEED_CAP, WEAK_BELOW, seed_plan, verdict
-from .ktpfl import LOCAL, NAME2, NO_SERVER, STEPS_CTL, TOPK_A, c_moved
+from .ktpfl import LOCAL, NAME2, NO_SERVER, STEPS_CTL, T2_HEADLINE, TOPK_A, c_moved, paper_margin
 
 
 def c_mechanism(text: str, result, arm: str, seeds, threshold: float, **row) -> dict:
@@ -26,16 +26,6 @@ def c_mechanism(text: str, result, arm: str, seeds, threshold: float, **row) -> 
     ours = f"largest |c − 1/N| {np.mean(far):.3f} (mean over {seeds}; above {threshold:g} on {sum(f > threshold for f in far)})"
     v = verdict([f - threshold for f in far], unit=f"(|c − 1/N| − {threshold:g})")
     return mechanism(text, v, control="uniform c = 1/N (FedMD's mixture)", ours=ours, **row)
-
-
-def paper_margin(paper_n: pd.Series, n: int) -> str:
-    """The paper's KT-pFL margin over its strongest other method at ``n`` clients (``paper_n``: method -> value),
-    with its numbers (:class:`~pflkit.verdicts.PaperMargin`)."""
-    if "KT-pFL" not in paper_n:
-        return "— (the paper has no run at this client count)"
-    best = paper_n.drop("KT-pFL").idxmax()
-    a, b = paper_n["KT-pFL"], paper_n[best]
-    return PaperMargin(f"{a - b:+.2f} vs {best} ({n} clients)", datasets=["Fashion_MNIST"], values=[(a, b)], vs=best)
 
 
 def table1_claims(
@@ -276,20 +266,23 @@ def table2_claims(
     kp: str = "KT-pFL (parameters)",
     label: str = "",
     explained: dict | None = None,
+    plan: pd.DataFrame | None = None,
 ) -> dict:
     """Table 2's claims at ``n`` clients (``label``: the dataset's prefix, :func:`on_label`) (``res``: its runs, the headline arms at their stopping points;
     ``first``: at the first budget; ``budget``: the headline arms' budgets; ``best``: the strongest other
     method on validation; ``pub``: the paper's numbers, method -> value).  Returns ``mech`` (the
     parameter-exchanging KT-pFL's c leaves 1/N), ``claims`` (the paper's headline, then our two) and
     ``ran_on`` (what running on changed, "" when no arm ran on).  ``explained``: arm -> why it is a weak
-    baseline at this count (:func:`pflkit.claims.explain_weak`'s mapping)."""
+    baseline at this count (:func:`pflkit.claims.explain_weak`'s mapping); ``plan``: the headline's seed plan
+    (row :data:`~pflkit.chapters.ktpfl.T2_HEADLINE`, :func:`~pflkit.chapters.ktpfl.table2_runs`)."""
     mech = c_mechanism(
         f"Table 2, {label}{n} clients, {kp}: mechanism: c leaves 1/N (largest |c − 1/N| > {inert_c:g})",
         res, kp, seeds, inert_c, paper="c learned by eq. 7",
     )  # fmt: skip
     claims = [
         claim(f"Table 2, {label}{n} clients: {kp} beats the strongest other method ({best}, on validation)", res, kp, best,
-              paper=paper_margin(pub, n), mechanism=mech, headline=True, explained=explained),
+              paper=paper_margin(pub, n), mechanism=mech, headline=True, explained=explained, plan=plan,
+              plan_name=T2_HEADLINE),
         claim(f"Table 2, {label}{n} clients (ours): the soft-prediction KT-pFL beats {best} too (its λ, η₃ and ρ from "
               "Table 1's pilots)", res, "KT-pFL", best),
         claim(f"Table 2, {label}{n} clients (ours): exchanging parameters beats exchanging soft predictions (η₃ and ρ "
@@ -299,7 +292,7 @@ def table2_claims(
     ran_on = ""
     if len(ran):  # which headline arms ran longer, and what that changed
         before = claim("before", first, kp, best, mechanism=mech, paper=claims[0]["paper"],
-                       headline=bool(claims[0].get("headline")))  # fmt: skip
+                       headline=bool(claims[0].get("headline")), plan=plan, plan_name=T2_HEADLINE)  # fmt: skip
         arms = " and ".join(f"{r.arm} ran on to {r.budget} its first budget" for r in ran.itertuples())
         ran_on = (
             f"{arms} (still improving at its end); the headline read {say(before)} at the first budget, "
@@ -309,12 +302,14 @@ def table2_claims(
 
 
 def table2_more_counts(t2: dict, counts, pub: pd.DataFrame, *, seeds, inert_c: float, kp: str = "KT-pFL (parameters)",
-                       label: str = "", controls: dict | None = None, images=None) -> list[dict]:  # fmt: skip
+                       label: str = "", controls: dict | None = None, images=None, plans: dict | None = None,
+                       ) -> list[dict]:  # fmt: skip
     """Table 2's claims at the larger client counts ``counts`` (``t2``: count -> its runs; ``pub``: the paper's
     Table 2 rows), each against the strongest other method on validation at that count, by the same rule as at
     the first count (:func:`table2_claims`; no arm runs on there); a weak mark explained from the count's own runs
     and its step-count control (``controls``: count -> :func:`~pflkit.chapters.ktpfl.steps_control`'s runs;
-    ``images``: count -> a client's training images).  Used in *Table 2*."""
+    ``images``: count -> a client's training images; ``plans``: count -> the headline's seed plan).
+    Used in *Table 2*."""
     rows = []
     for n in counts:
         res = t2[n]
@@ -324,7 +319,7 @@ def table2_more_counts(t2: dict, counts, pub: pd.DataFrame, *, seeds, inert_c: f
         if controls and n in controls:
             why |= steps_why(res, controls[n], n, images(n))
         out = table2_claims(res, res, pd.DataFrame(columns=["arm", "budget"]), n, best=best, pub=pub_n, seeds=seeds,
-                            inert_c=inert_c, kp=kp, label=label, explained=why)  # fmt: skip
+                            inert_c=inert_c, kp=kp, label=label, explained=why, plan=(plans or {}).get(n))  # fmt: skip
         rows += [out["mech"], *out["claims"]]
     return rows
 

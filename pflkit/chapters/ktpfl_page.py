@@ -474,7 +474,7 @@ def table2_on(h: dict, paper: pd.DataFrame, n: int, *, near_points: float, seeds
     page shows it, and its claims at ``n`` clients (:func:`table2_claims`, each prefixed with ``label``)."""
     pub = paper[paper.setting.str.startswith(f"{n} clients")].set_index("method").value
     c = table2_claims(h["runs"][n], h["first"], h["budget"], n, best=h["best"], pub=pub, seeds=seeds, inert_c=inert_c,
-                      kp=kp, label=label)  # fmt: skip
+                      kp=kp, label=label, plan=h.get("plans", {}).get(n))  # fmt: skip
     return accuracy_view(table2_frame(h["runs"], paper, near_points).round({"ours − paper": 1})), [
         c["mech"],
         *c["claims"],
