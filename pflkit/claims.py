@@ -29,6 +29,7 @@ from .verdicts import (
     Verdict,
     _budget,
     carried_text,
+    count,
     fmt_interval,
     headline_plan,
     interval,
@@ -275,14 +276,10 @@ def _headline_row(plan: pd.DataFrame | None, name: str) -> tuple | None:
     it; None where the plan has no such row."""
     if plan is None or name not in plan.index or "seeds run" not in plan.columns:
         return None
-    runs, need = plan.loc[name, "seeds run"], plan.loc[name, "seeds needed"]
-    if runs != runs:
+    runs, need = count(plan.loc[name, "seeds run"]), count(plan.loc[name, "seeds needed"])
+    if runs is None:
         return None
-    return (
-        int(runs),
-        (int(need) if need == need and need is not None else None),
-        float(plan.loc[name, "to clear (points)"]),
-    )
+    return runs, need, float(plan.loc[name, "to clear (points)"])
 
 
 def _headline_word(n: int, planned: tuple, on_margin: bool) -> tuple[str, str]:

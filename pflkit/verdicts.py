@@ -313,7 +313,14 @@ def seed_plan(
                     else "underpowered (needs more than 100 seeds)" if upper == upper else "not tested (no spread)")  # fmt: skip
         rows.append({"claim": name, "pilot seeds": pilot.n, "pilot mean": pilot.mean, "sd assumed": upper,
                      "to clear (points)": m, "seeds needed": need, "plan": plan})  # fmt: skip
-    return pd.DataFrame(rows).set_index("claim")
+    counts = ("pilot seeds", "seeds needed", "seeds run")  # whole numbers: "3", never "3.0"; missing: <NA>
+    out = pd.DataFrame(rows).set_index("claim")
+    return out.astype({c: "Int64" for c in counts if c in out.columns})
+
+
+def count(x) -> int | None:
+    """A seed count of a plan (:func:`seed_plan`) as an int, None where missing (NaN, None or <NA>)."""
+    return None if x is None or pd.isna(x) else int(x)
 
 
 def _pilot(diffs, margin: float | None, resolution: float | None) -> Verdict:
@@ -361,12 +368,12 @@ def arm_seeds(plan: pd.DataFrame, claim_arms: dict, pilot: list[int], arms=(), c
 
 
 def _need(plan: pd.DataFrame, name: str, cap: int) -> int:
-    runs = plan.loc[name, "seeds run"] if "seeds run" in plan.columns else float("nan")
-    if runs == runs:  # a headline: its own plan, within the cap
-        return min(int(runs), cap)
-    n, p = plan.loc[name, "seeds needed"], str(plan.loc[name, "plan"])
-    ok = n == n and n is not None and int(n) <= cap and not p.startswith(("underpowered", "not tested"))
-    return int(n) if ok else 0
+    runs = count(plan.loc[name, "seeds run"]) if "seeds run" in plan.columns else None
+    if runs is not None:  # a headline: its own plan, within the cap
+        return min(runs, cap)
+    n, p = count(plan.loc[name, "seeds needed"]), str(plan.loc[name, "plan"])
+    ok = n is not None and n <= cap and not p.startswith(("underpowered", "not tested"))
+    return n if ok else 0
 
 
 def _seeds(n: int, pilot: list[int]) -> list[int]:
@@ -381,11 +388,11 @@ def underpowered(v: Verdict, plan: pd.DataFrame | None, name: str) -> tuple[str,
     too, and says how many it ran."""
     if plan is None or name not in plan.index or v.word != "inconclusive":
         return v.word, ""
-    p, need = str(plan.loc[name, "plan"]), plan.loc[name, "seeds needed"]
+    p, need = str(plan.loc[name, "plan"]), count(plan.loc[name, "seeds needed"])
     if p.startswith("underpowered"):
         return "underpowered", p.removeprefix("underpowered ").strip("()")
-    if need == need and need is not None and v.n < int(need):
-        return "underpowered", f"planned {int(need)} seeds, {v.n} run"
+    if need is not None and v.n < need:
+        return "underpowered", f"planned {need} seeds, {v.n} run"
     return v.word, ""
 
 

@@ -774,8 +774,8 @@ def test_draw_fig2_has_the_gap_and_the_novel_panels():
     assert xlabels[1] == "TV distance to the nearest training client" and fig.axes[0].get_xscale() == "log"
     means = chp.fig2_means(novel)
     assert len(means) == 4 and means.set_index(["method", "alpha"]).loc[("pFedHN", 0.1), "gap"] == pytest.approx(
-        -5 + 6 / 7 * 2
-    )
+        100 * (-5 + 6 / 7 * 2)
+    )  # fractions in, points out
 
 
 def test_draw_fig3_labels_clients_by_their_classes():

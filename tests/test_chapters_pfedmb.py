@@ -413,6 +413,13 @@ def test_short_claims_bullets_and_the_compact_table():
     html = c._repr_html_()
     assert html.split("<details>")[0].count("<tr>") == 3 and "<details><summary>in full</summary>" in html
     assert "a note" in html.split("<details>")[1] and "a note" not in html.split("<details>")[0]
+    # a 90 % interval keeps its level beside ours, its seeds go to their column; a run short of its plan says so
+    levels = table.assign(
+        **{"ours (a − b, 95 % CI)": ["-0.9 [-1.5, -0.3] (90 %, 10 seeds)", "+1.0 (5 of 10 planned seeds)"]}
+    )
+    shown = Compact(levels, "t").shown()
+    assert shown["seeds"].tolist() == ["10", "5 of 10 planned"]
+    assert shown["ours (a − b, 95 % CI)"].tolist() == ["-0.9 [-1.5,\u00a0-0.3]\u00a0(90\u00a0%)", "+1.0"]
     same = Compact(table.rename(index={table.index[1]: "Table I: a beats b (other)"}), "t").shown()
     assert list(same.index) == ["Table I: a beats b (mean over rounds)", "Table I: a beats b (other)"]
     mech = {

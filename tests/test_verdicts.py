@@ -146,7 +146,9 @@ def test_a_section_plan_sizes_its_headlines_to_the_carried_margin_and_runs_them_
         runs == min(SEED_CAP, max(HEADLINE_SEEDS, plan.loc["head", "seeds needed"]))
         and plan.loc["head", "plan"] == f"{runs} seeds (a headline)"
     )
-    assert plan.loc["rest", "seeds run"] != plan.loc["rest", "seeds run"]  # not a headline: the pilot's rule
+    assert pd.isna(plan.loc["rest", "seeds run"])  # not a headline: the pilot's rule
+    # seed counts are whole numbers on the page ("3", never "3.0"), a missing one <NA> (shown "—")
+    assert all(str(plan[c].dtype) == "Int64" for c in ("pilot seeds", "seeds needed", "seeds run"))
     shifted = seed_plan({"head": [11.0, 13.0, 12.0], "rest": [1.0, 3.0, 2.0]}, headlines={"head": (3.0,)})
     assert shifted.loc["head", "seeds run"] == runs  # the mean is never read
     assert arm_seeds(plan, {"head": ["A", "B"], "rest": ["C"]}, [0, 1, 2])["A"] == list(range(runs))

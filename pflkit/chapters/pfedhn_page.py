@@ -30,6 +30,10 @@ HEADERS = {  # a table's raw column names -> what the page prints ("ours mean_ac
     "ours pooled, best-by-val (authors' code)": "ours, the authors' metric (%)",
     "ours pooled_acc@best_val": "ours, the authors' metric (%)",
     "val_mean_acc": "validation accuracy, last round (%)",
+    "alpha": "novel clients' α",  # Figures 2 and 7's means (fig2_means)
+    "TV": "TV distance to the nearest training client",
+    "gap": "generalization gap: novel − training clients' accuracy (points)",
+    "acc_novel": "novel clients' accuracy (%)",
 }
 
 
@@ -435,12 +439,12 @@ def draw_fig2(novel: pd.DataFrame):
 
 
 def fig2_means(novel: pd.DataFrame) -> pd.DataFrame:
-    """Figure 2's means per method and α: TV to the nearest training client, gap, novel accuracy."""
-    return (
-        novel.groupby(["method", "alpha"])
-        .agg(TV=("TV to nearest", "mean"), gap=("gap", "mean"), acc_novel=("acc_novel", "mean"))
-        .reset_index()
+    """Figure 2's means per method and α: TV to the nearest training client, the gap (points) and the
+    novel clients' accuracy (%); ``novel``'s accuracies are fractions (:func:`~pflkit.chapters.pfedhn.novel_rows`)."""
+    means = novel.groupby(["method", "alpha"]).agg(
+        TV=("TV to nearest", "mean"), gap=("gap", "mean"), acc_novel=("acc_novel", "mean")
     )
+    return means.assign(gap=100 * means["gap"], acc_novel=100 * means["acc_novel"]).reset_index()
 
 
 def draw_fig3(mix, client_classes, class_names, seed: int):

@@ -646,8 +646,10 @@ class Compact:
         if len(set(short)) < len(short):
             short = list(self.table.index)
         ours = self.table["ours (a − b, 95 % CI)"].astype(str)
-        seeds = ours.str.extract(r" \((\d+) seeds?\)$")[0]
-        ours = ours.str.replace(r" \(\d+ seeds?\)$", "", regex=True)
+        # "(10 seeds)", "(5 of 10 planned seeds)", "(90 %, 10 seeds)": the seeds to their column, a level kept
+        seeds = ours.str.extract(r" \((?:\d+ %, )?(\d+(?: of \d+ planned)?) seeds?\)$")[0]
+        ours = ours.str.replace(r" \((\d+ %), [^()]*seeds?\)$", r" (\1)", regex=True)
+        ours = ours.str.replace(r" \([^()]*seeds?\)$", "", regex=True)
         # a number: its value (with its unit) on one line, its interval on one line
         number = ours.str.match(r"^[+-]\d")
         ours = ours.where(~number, ours.str.replace(" [", "\n[", regex=False).str.replace(" ", "\u00a0"))
