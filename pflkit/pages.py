@@ -498,6 +498,7 @@ class Fitted(Folded):
         return missing_as_dash(flat_html(self.table[self.columns])) + super()._repr_html_()
 
 
+# the kit's metric columns as every page names them (pilot tables, plans, the chapters' own tables)
 METRIC_WORDS = {"val_mean_acc": "validation accuracy (%)", "val_pooled_acc": "validation micro acc (%)"}
 OPTION_WORDS = {"lr": "learning rate", "lam": "λ", "c_lr": "η₃", "rho": "ρ", "mu": "μ", "alpha": "α",
                 "personal_lr": "personal rate", "eps1": "ε₁"}  # fmt: skip

@@ -884,30 +884,38 @@ def test_table2_on_tunes_then_runs_the_planned_seeds_and_sets_the_router_step_in
         def __getitem__(self, key):
             return {"config": {"lr": 0.02 if key[0] == "FedAvg" else 0.05}}  # FedAvg fell back
 
+        def values(self, arm):
+            return np.array([60.0, 80.0])  # %
+
     def sweep_stable(arms, seeds, store, tunings, probe):
         calls.append(("sweep", sorted(arms), seeds, probe["FedMN"].__name__))
         return Result(), {}
 
     monkeypatch.setattr(pflkit.experiments, "tune_axis", tune_axis)
     monkeypatch.setattr(pflkit.experiments, "sweep_stable", sweep_stable)
-    monkeypatch.setattr(ch, "table2_seeds", lambda *a, **k: ("plan", {"FedMN": [0, 1, 2]}))
+    carried = []  # the headline's plan reads the paper's FedMN − FedEM carried to the rival's accuracy
+    monkeypatch.setattr(
+        ch, "table2_seeds", lambda *a, **k: carried.append(k["carried"]) or ("plan", {"FedMN": [0, 1, 2]})
+    )
+    pub = pd.DataFrame({"CIFAR-10": {"FedMN": 90.0, "FedEM": 80.0}})
     monkeypatch.setattr(ch, "table2_table", lambda result, pub, row: ("table", pub))
     monkeypatch.setattr(ch, "diverged_everywhere", lambda configs, values, seeds, store: ["pFedMe"])
     v = {"TABLE2_METHODS": ["fedavg", "fedmn", "pfedme"], "STORE": None, "ROUNDS": 6, "PILOT_ROUNDS": 2, "LR_GRID": [0.02, 0.05],
          "ROUTER_LR_GRID": [0.1, 0.3], "PILOT_SEEDS": [0], "LR_EXTEND": 1, "NO_ROUTE": "FedMN, no routing",
          "SWAP": "swap", "SEEDS": [0], "RESOLUTION": 1.0, "TABLE2_RUN": 3, "PAPER_ROW": {}}  # fmt: skip
-    r = ch.table2_on(config, options, "pub", v)
+    r = ch.table2_on(config, options, pub, v)
     assert [c[:2] for c in calls] == [("tune", "lr"), ("tune", "router_lr"), ("sweep", ["FedAvg", "FedMN", "FedMN, no routing"]),
                                       ("sweep", ["FedAvg", "FedMN", "FedMN, no routing"])]  # fmt: skip
     assert calls[2][2] == [0] and calls[3][2] == {"FedMN": [0, 1, 2]} and calls[3][3] == "router_probe"
     assert options["fedmn"] == {"arch": "2,2,2", "router_lr": 0.3} and r.fedmn is options["fedmn"]
     assert r.arms["FedMN, no routing"].options["force_paths"] == 1 and r.arms["FedMN"].options["router_lr"] == 0.3
-    assert r.lr == {"fedavg": 0.02, "fedmn": 0.05} and r.fedmn_t2.lr == 0.05 and r.table == ("table", "pub")
+    assert r.lr == {"fedavg": 0.02, "fedmn": 0.05} and r.fedmn_t2.lr == 0.05 and r.table == ("table", pub)
+    assert carried == [pytest.approx((15.0,))]  # half the paper's error (20 % → 10 %) of our 30 %
     assert (r.best, r.plan, r.seeds, r.router_lr) == ("FedAvg", "plan", {"FedMN": [0, 1, 2]}, 0.3)
     assert r.fallbacks == {"pFedMe": "diverged at every learning rate of the pilot ([0.02, 0.05]): left out"}
     monkeypatch.setattr(ch, "diverged_everywhere", lambda configs, values, seeds, store: ["FedEM"])
     with pytest.raises(PflkitError, match="FedEM diverged at every learning rate"):
-        ch.table2_on(config, options, "pub", v)
+        ch.table2_on(config, options, pub, v)
 
 
 def test_diverged_everywhere_names_the_labels_whose_every_rate_diverged(monkeypatch):

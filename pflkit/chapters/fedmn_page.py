@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..pages import METRIC_WORDS
 from ..verdicts import seeds_text
 from .fedmn import ACC, PAPER_NAMES, common_seed_means, router_trace, swap_gain
 
@@ -72,7 +73,7 @@ def plain_pilot(table: pd.DataFrame, value: str = "learning rate") -> pd.DataFra
     Used in *Tuning* and *Figure 2 in full*."""
     out = table.copy()
     out["chosen"] = out["chosen"].map(lambda s: s.split("=", 1)[1] if "=" in s and ", " not in s else s)
-    return out.rename(columns={"chosen": f"chosen {value}", "val_mean_acc": "validation accuracy (%)"})
+    return out.rename(columns={"chosen": f"chosen {value}", **METRIC_WORDS})
 
 
 def grid_note(grid, paper_grid) -> str:
@@ -455,8 +456,8 @@ def paper_setup_rows(v: dict) -> list[tuple[str, str, str]]:
 # ----------------------------------------- the notebook's shown output: colours, glued values, tables and lines
 
 
+VAL = {"val_mean_acc": METRIC_WORDS["val_mean_acc"]}  # a pilot table's column, as every page names it
 STRONG, MUTED = "C3", "0.62"  # FedMN in one strong colour, the rest muted
-VAL = {"val_mean_acc": "validation accuracy (%)"}  # a pilot table's column
 # the parameters the prose shows ({glue:text} roles)
 GLUED = (
     "LABEL_CLUSTERS CLIENTS SEEDS ROUNDS PRETRAIN_FRACTION TAU_START TAU_END ALPHA TRAIN_IMAGES HIDDEN BATCH MOMENTUM "

@@ -14,7 +14,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..claims import WORST_COLUMN
 from ..experiments import cpu_hours, fmt_interval
-from ..pages import folded
+from ..pages import METRIC_WORDS, folded
 from ..sweeps import sweep
 from ..verdicts import seeds_text
 from .fesem import LEAF_TABLE, estimate_s, leaf_arms, leaf_table
@@ -670,7 +670,7 @@ def head_start_grid(res, *, k_em: int, fr: str, fr_hs: str, init_steps: int, see
 
 def scan_table(scan: pd.DataFrame):
     """Every seed and K of §5.2's scan, human headers, in a folded table."""
-    names = {"val_mean_acc": "validation accuracy (%)", "intra_distance": "intra-cluster distance (eq. 6)"}
+    names = METRIC_WORDS | {"intra_distance": "intra-cluster distance (eq. 6)"}
     return folded(scan.rename(columns=names).round(3).set_index(["seed", "K"]), "§5.2's scan, every seed and K")
 
 

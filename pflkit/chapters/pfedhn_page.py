@@ -10,8 +10,8 @@ import pandas as pd
 from IPython.display import Markdown
 
 from ..claims import paper_vs_ours, say
+from ..pages import METRIC_WORDS, folded, with_worst
 from ..pages import claims_tally as tally  # noqa: F401  (the sentence under the claims table)
-from ..pages import folded, with_worst
 from ..plots import arm_palette, claims_plot  # importing it shows a notebook's figures with their text size
 from ..tuning import HEADROOM_VAL
 from ..verdicts import fmt_interval, interval
@@ -29,7 +29,7 @@ HEADERS = {  # a table's raw column names -> what the page prints ("ours mean_ac
     "paper CIFAR-100": "paper, CIFAR-100 (%)",
     "ours pooled, best-by-val (authors' code)": "ours, the authors' metric (%)",
     "ours pooled_acc@best_val": "ours, the authors' metric (%)",
-    "val_mean_acc": "validation accuracy, last round (%)",
+    **METRIC_WORDS,  # the validation metric, as every chapter names it
     "alpha": "novel clients' α",  # Figures 2 and 7's means (fig2_means)
     "TV": "TV distance to the nearest training client",
     "gap": "generalization gap: novel − training clients' accuracy (points)",
