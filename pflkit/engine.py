@@ -287,8 +287,9 @@ def run(
         messages = {cid: server.message_for(cid, rnd) for cid in selected}
         ledger["bytes_down"] += sum(nbytes(msg) for msg in messages.values())
         calls = {cid: (msg, (seeds[cid], None if cid in pre else gen_seeds[cid])) for cid, msg in messages.items()}
-        uploads = pool.train(calls, rnd)
-        losses = [reply.pop("_loss", float("nan")) for reply in uploads.values()]
+        replies = pool.train(calls, rnd)  # {cid: (upload, its training loss)}: the loss stays beside what travels
+        uploads = {cid: upload for cid, (upload, _) in replies.items()}
+        losses = [loss for _, loss in replies.values()]
         ledger["bytes_up"] += sum(nbytes(reply) for reply in uploads.values())
         server.aggregate(uploads, rnd)
         t_eval = time.perf_counter()

@@ -176,7 +176,10 @@ class Client:
         asks for, given that first message (FedMN: the blocks its routing decision activates)."""
         raise NotImplementedError
 
-    def train_round(self, message: Message, rnd: int) -> Message:
+    def train_round(self, message: Message, rnd: int) -> tuple[Message, float]:
+        """One round's local work on the server's ``message``: the reply the protocol transmits (its
+        bytes counted up) and, beside it, the round's training loss, which only the simulation reads
+        (the loss trace and the divergence check); it never travels to the server."""
         raise NotImplementedError
 
     def eval_model(self, message: Message) -> nn.Module:

@@ -14,8 +14,7 @@ def one_round(server, clients, rnd=0):
     uploads = {}
     for c in clients:
         c.generator.manual_seed(derive_seed(0, rnd, 3, c.cid))
-        uploads[c.cid] = c.train_round(server.message_for(c.cid, rnd), rnd)
-        uploads[c.cid].pop("_loss")
+        uploads[c.cid] = c.train_round(server.message_for(c.cid, rnd), rnd)[0]
     server.aggregate(uploads, rnd)
     return uploads
 

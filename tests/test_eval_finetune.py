@@ -22,7 +22,7 @@ def test_eval_finetune_leaves_client_state_alone(tiny_fed, method):
     cfg = tiny_config(method=method, rounds=1)
     _, _, server, clients = build(cfg, tiny_fed(cfg))
     for c in clients:
-        server.aggregate({c.cid: c.train_round(server.message_for(c.cid, 0), 0)}, 0)
+        server.aggregate({c.cid: c.train_round(server.message_for(c.cid, 0), 0)[0]}, 0)
     ids = [c.cid for c in clients]
     plain = evaluate_clients(server, clients, ids, eval_seed=7)  # brings each client's state to its evaluation
     states = [{n: {k: v.clone() for k, v in s.items()} for n, s in c.state_dict().items()} for c in clients]

@@ -39,9 +39,7 @@ def test_one_prototype_per_architecture_and_distillation_moves_it(fed_for):
     assert msgs[0]["body.1.weight"].shape == (200, 64) and msgs[1]["body.1.weight"].shape == (32, 64)
     for c in clients:
         assert c.model.load_state_dict(server.message_for(c.cid, 0)["weights"]) is not None
-    ups = {c.cid: c.train_round(server.message_for(c.cid, 0), 0) for c in clients}
-    for u in ups.values():
-        u.pop("_loss")
+    ups = {c.cid: c.train_round(server.message_for(c.cid, 0), 0)[0] for c in clients}
     before = {g: {k: v.clone() for k, v in server.prototype(g).state_dict().items()} for g in (0, 1)}
     server.aggregate(ups, 0)
     avg0 = (ups[0]["weights"]["head.weight"] * ups[0]["n"] + ups[2]["weights"]["head.weight"] * ups[2]["n"]) / (
@@ -71,7 +69,7 @@ def test_the_teacher_averages_every_received_model(fed_for):
     per architecture once made every upload of an architecture the last one loaded)."""
     cfg = cfg_(clients=4, options={"models": "mlp,mlp3x32"})
     _, _, server, clients = build(cfg, fed_for(cfg))
-    ups = {c.cid: c.train_round(server.message_for(c.cid, 0), 0) for c in clients}
+    ups = {c.cid: c.train_round(server.message_for(c.cid, 0), 0)[0] for c in clients}
     x = server.x_public
     probs = []
     for c in clients:  # each client's own trained model, evaluated by itself
@@ -95,9 +93,7 @@ def test_early_stopping_keeps_the_distilled_model_of_least_held_out_kl(fed_for):
     looks = []
     real = server.held_out_kl
     server.held_out_kl = lambda fused, target, held: looks.append(real(fused, target, held)) or looks[-1]
-    ups = {c.cid: c.train_round(server.message_for(c.cid, 0), 0) for c in clients}
-    for u in ups.values():
-        u.pop("_loss")
+    ups = {c.cid: c.train_round(server.message_for(c.cid, 0), 0)[0] for c in clients}
     server.aggregate(ups, 0)
     assert 1 < len(looks) < 400 // 10 + 1  # the FedAvg start, then some looks: it stopped early
     n = len(server.x_public)  # the held-out images, drawn as the server draws them

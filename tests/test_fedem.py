@@ -17,8 +17,7 @@ LOSSES = ("train_loss", "loss", "val_loss")
 
 
 def trained(client, server, rnd=0):
-    reply = client.train_round(server.message_for(client.cid, rnd), rnd)
-    reply.pop("_loss")
+    reply = client.train_round(server.message_for(client.cid, rnd), rnd)[0]
     return reply
 
 

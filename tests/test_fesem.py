@@ -77,8 +77,7 @@ def test_k1_lambda0_round_equals_fedavg_round(tiny_fed):
         uploads = {}
         for c in clients:
             c.generator.manual_seed(derive_seed(0, 0, 3, c.cid))
-            uploads[c.cid] = c.train_round(server.message_for(c.cid, 0), 0)
-            uploads[c.cid].pop("_loss")
+            uploads[c.cid] = c.train_round(server.message_for(c.cid, 0), 0)[0]
         server.aggregate(uploads, 0)
     assert_states_equal(fedavg.w, fesem.centers[0])
 
@@ -194,7 +193,7 @@ def drift(tiny_fed, **opts):
     _, _, server, clients = build(cfg, tiny_fed(cfg))
     msg = server.message_for(0, 0)
     clients[0].generator.manual_seed(1)
-    new = clients[0].train_round(msg, 0)["weights"]
+    new = clients[0].train_round(msg, 0)[0]["weights"]
     return {part: sum(float((new[k] - v).norm()) for k, v in msg["weights"].items() if k.startswith(part))
             for part in ("body.", "head.")}  # fmt: skip
 
@@ -361,14 +360,14 @@ def test_own_start_continues_each_clients_model_and_centre_start_restarts_it(tin
         server.setup({i: cl.setup_message() for i, cl in enumerate(clients)})
         initial = snapshot(c.model)
         msg = server.message_for(0, 1)
-        first = c.train_round(msg, 1)["weights"]
+        first = c.train_round(msg, 1)[0]["weights"]
         c.model.load_state_dict(msg["weights"])  # what evaluating the client does to its model
         seen[start] = (initial, msg["weights"], first, c)
     initial, centre, _, c = seen["own"]
     assert_states_equal(c.own.state_dict(), seen["own"][2])  # W_i kept apart from the evaluated model
-    own_again = c.train_round({"weights": centre}, 2)["weights"]
+    own_again = c.train_round({"weights": centre}, 2)[0]["weights"]
     ref = seen["centre"][3]
-    centre_again = ref.train_round({"weights": centre}, 2)["weights"]
+    centre_again = ref.train_round({"weights": centre}, 2)[0]["weights"]
     assert not all(torch.equal(own_again[k], centre_again[k]) for k in own_again)  # different starting points
     assert "own" in c.persistent and "own" not in ref.persistent
 

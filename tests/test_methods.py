@@ -88,6 +88,17 @@ def test_fedprox_with_large_mu_stays_near_global(tiny_fed):
     assert drift < 1e-2
 
 
+@pytest.mark.parametrize("method", ["local", "fedavg", "pfedme", "perfedavg"])
+def test_a_round_returns_the_upload_and_the_loss_beside_it(tiny_fed, method):
+    cfg = tiny_config(method=method, rounds=1)
+    fed, _, server, clients = build(cfg, tiny_fed(cfg))
+    upload, loss = clients[0].train_round(server.message_for(0, 0), 0)
+    assert isinstance(loss, float) and loss > 0  # the simulation's loss trace reads it ...
+    assert all(not k.startswith("_") for k in upload)  # ... the server never receives it
+    if method == "local":
+        assert upload == {}  # Local transmits nothing
+
+
 @pytest.mark.parametrize("method,shared,private", [("fedper", "body.", "head."), ("lg-fedavg", "head.", "body.")])
 def test_partial_sharing_keeps_private_part_on_client(tiny_fed, method, shared, private):
     cfg = tiny_config(method=method, rounds=2)
@@ -108,7 +119,7 @@ def test_pfedme_beta_mixes_server_model(tiny_fed):
     cfg = tiny_config(method="pfedme", rounds=1, options={"beta": 0.0})
     fed, _, server, clients = build(cfg, tiny_fed(cfg))
     before = {k: v.clone() for k, v in server.w.items()}
-    server.aggregate({0: clients[0].train_round(server.message_for(0, 0), 0)}, 0)
+    server.aggregate({0: clients[0].train_round(server.message_for(0, 0), 0)[0]}, 0)
     assert_states_equal(before, server.w)  # β = 0: the server model does not move
 
 

@@ -54,7 +54,7 @@ def test_one_local_step_gives_lr_times_chain_rule_gradient(tiny_fed):
     _, _, server, clients = build(cfg, tiny_fed(cfg))
     client = clients[cid]
     client.generator.manual_seed(123)
-    reply = client.train_round(server.message_for(cid, 0), 0)
+    reply, _ = client.train_round(server.message_for(cid, 0), 0)
     g_server = server.gradients({cid: reply})
 
     client.generator.manual_seed(123)  # the same batch B
@@ -147,7 +147,7 @@ def test_spectral_norm_sends_and_differentiates_the_same_theta(tiny_fed):
 
     assert sent_equals_differentiated()
     before = server.message_for(0, 0)["weights"]
-    server.aggregate({0: clients[0].train_round(server.message_for(0, 0), 0)}, 0)
+    server.aggregate({0: clients[0].train_round(server.message_for(0, 0), 0)[0]}, 0)
     after = server.message_for(0, 0)["weights"]
     assert any(not torch.equal(before[k], after[k]) for k in before)
     assert sent_equals_differentiated()

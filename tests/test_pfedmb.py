@@ -160,9 +160,7 @@ def test_plain_averaging_is_data_size_average(tiny_fed):
     """alpha_weighted = 0: eq. 6, the FedAvg average by n_i whatever the α."""
     cfg = tiny_config(method="pfedmb", options={"branches": 2, "alpha_weighted": False})
     _, _, server, clients = build(cfg, tiny_fed(cfg))
-    uploads = {c.cid: c.train_round(server.message_for(c.cid, 0), 0) for c in clients[:3]}
-    for u in uploads.values():
-        u.pop("_loss")
+    uploads = {c.cid: c.train_round(server.message_for(c.cid, 0), 0)[0] for c in clients[:3]}
     expected = weighted_average([u["weights"] for u in uploads.values()], [u["n"] for u in uploads.values()])
     server.aggregate(uploads, 0)
     for k in expected:
@@ -337,7 +335,7 @@ def test_fedamp_records_the_self_weight_it_sent_every_round(tiny_fed):
     cfg = tiny_config(method="fedamp", rounds=3, options={"sigma": 1.0})
     _, _, server, clients = build(cfg, tiny_fed(cfg))
     sent = {c.cid: float(server.xi(c.cid)[c.cid]) for c in clients}
-    replies = {c.cid: c.train_round(server.message_for(c.cid, 0), 0) for c in clients}
+    replies = {c.cid: c.train_round(server.message_for(c.cid, 0), 0)[0] for c in clients}
     server.aggregate(replies, 0)
     assert server.self_trace == [sent] and server.sent_self == {}
     got = {}

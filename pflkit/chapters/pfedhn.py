@@ -485,7 +485,7 @@ def embedding_gradient_ratio(cfg, seed: int) -> float:
     (nothing else trained): ‖∇φ‖ / ‖∇v_0‖."""
     _, _, server, clients = build(cfg)
     clients[0].generator.manual_seed(seed)
-    reply = clients[0].train_round(server.message_for(0, 0), 0)
+    reply, _ = clients[0].train_round(server.message_for(0, 0), 0)
     *g_phi, g_emb = server.gradients({0: {"delta": reply["delta"]}})
     return float(torch.sqrt(sum((g**2).sum() for g in g_phi)) / g_emb.norm())
 

@@ -100,7 +100,7 @@ class FedAMPClient(Client):
         u = [p.detach().clone() for p in self.model.parameters()]
         # w_i ← argmin F_i(w) + λ/(2α_k) ‖w − u_i‖²
         loss = self.sgd(penalty=proximal_term(u, self.opt["lam"] / self.opt["alpha_k"]))
-        return {"weights": snapshot(self.model), "_loss": loss}
+        return {"weights": snapshot(self.model)}, loss
 
     def eval_model(self, message):
         return self.model  # w_i

@@ -44,7 +44,7 @@ class FedAvgClient(Client):
     def train_round(self, message, rnd):
         self.receive(message)  # w^k ← w_t
         loss = self.local_update()
-        return {"weights": snapshot(self.model, self.shared_prefix), "n": self.n_samples(), "_loss": loss}
+        return {"weights": snapshot(self.model, self.shared_prefix), "n": self.n_samples()}, loss
 
     def local_update(self) -> float:
         """E local epochs of minibatch SGD on the client loss (subclasses change the objective)."""

@@ -172,7 +172,7 @@ class FedDFClient(Client):
     def train_round(self, message, rnd):
         self.model.load_state_dict(message["weights"])
         loss = self.sgd()
-        return {"weights": snapshot(self.model), "n": self.n_samples(), "_loss": loss}
+        return {"weights": snapshot(self.model), "n": self.n_samples()}, loss
 
     def eval_model(self, message):
         self.model.load_state_dict(message["weights"])

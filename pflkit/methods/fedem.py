@@ -155,11 +155,8 @@ class FedEMClient(Client):
                 opt.step()
                 total += loss.detach()
             steps += 1
-        return {
-            "models": [snapshot(f) for f in components],  # θ_m,t^k, every m
-            "n": self.n_samples(),
-            "_loss": self.check_finite(total / max(steps, 1)),  # Σ_m of the mean q-weighted batch loss
-        }
+        reply = {"models": [snapshot(f) for f in components], "n": self.n_samples()}  # θ_m,t^k, every m
+        return reply, self.check_finite(total / max(steps, 1))  # Σ_m of the mean q-weighted batch loss
 
     def eval_model(self, message):
         return Mixture(self.receive(message["models"]), self.pi)  # Σ_m π_tm softmax(f_θm(x))

@@ -88,7 +88,7 @@ class FedFomoClient(Client):
         if w.sum() > 0:  # θ_i^t = θ_i^{t-1} + Σ_n w_n (θ_n − θ_i^{t-1}) = Σ_n w_n θ_n   (Σ_n w_n = 1)
             self.model.load_state_dict(weighted_average(message["models"], w.tolist()))
         loss = self.sgd()  # E local epochs
-        return {"weights": snapshot(self.model), "ids": message["ids"], "w": w.float(), "_loss": loss}
+        return {"weights": snapshot(self.model), "ids": message["ids"], "w": w.float()}, loss
 
     def eval_model(self, message):
         return self.model  # θ_i

@@ -489,12 +489,7 @@ class FedMNClient(Client):
             steps += 1
         state = snapshot(net)
         shared = part(state, "encoders.") | part(state, "pre_heads.")
-        return {
-            "shared": shared,
-            "blocks": {},
-            "n": self.n_samples(),
-            "_loss": self.check_finite(total / max(steps, 1)),
-        }
+        return {"shared": shared, "blocks": {}, "n": self.n_samples()}, self.check_finite(total / max(steps, 1))
 
     def local_steps(self, weights):
         """LocalSolver: K steps on L_m(θ, V_m) with V_m fixed (``weights()``: its path weights);
@@ -566,7 +561,7 @@ class FedMNClient(Client):
         net, state = self.model, snapshot(self.model)
         blocks = active_blocks(state, net.active(c), net.shared)
         shared = part(state, "encoders.") | (part(state, "router.") if routed else {})
-        return {"shared": shared, "blocks": blocks, "n": self.n_samples(), "_loss": loss}
+        return {"shared": shared, "blocks": blocks, "n": self.n_samples()}, loss
 
     def eval_model(self, message):
         self.model.load_state_dict(message["weights"])

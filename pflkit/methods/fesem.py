@@ -289,7 +289,7 @@ class FeSEMClient(Client):
         loss = self.sgd(penalty=penalty)  # N steps on L_s(W_i) + weight · Dist(W_i, W̃^(k))  (eq. 7)
         if own:
             self.own.load_state_dict(self.model.state_dict())
-        return {"weights": snapshot(self.model), "n": self.n_samples(), "_loss": loss}
+        return {"weights": snapshot(self.model), "n": self.n_samples()}, loss
 
     def eval_model(self, message):
         self.model.load_state_dict(message["weights"])  # the centre of the client's cluster

@@ -69,7 +69,7 @@ class IFCAClient(Client):
     def train_round(self, message, rnd):
         j = self.pick_cluster(message["models"])
         loss = self.sgd()  # LocalUpdate(θ_ĵ): E epochs of SGD
-        return {"weights": snapshot(self.model), "n": self.n_samples(), "cluster": torch.tensor(j), "_loss": loss}
+        return {"weights": snapshot(self.model), "n": self.n_samples(), "cluster": torch.tensor(j)}, loss
 
     def eval_model(self, message):
         self.pick_cluster(message["models"])

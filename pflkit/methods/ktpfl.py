@@ -257,7 +257,7 @@ class KTpFLClient(Client):
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
-        return {"n": self.n_samples(), "_loss": self._loss}
+        return {"n": self.n_samples()}, self._loss
 
     def distill_optimizer(self):
         """The distillation step's optimiser: the run's, at the rate ``distill_lr`` (0: the run's lr)."""

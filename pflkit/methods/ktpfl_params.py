@@ -101,7 +101,7 @@ class KTpFLParamsClient(Client):
     def train_round(self, message, rnd):
         self.model.load_state_dict(message["weights"])  # start from w̃_n
         loss = self.sgd()  # E epochs (local_epochs / local_steps) on the private data (eq. 5)
-        return {"weights": snapshot(self.model), "n": self.n_samples(), "_loss": loss}
+        return {"weights": snapshot(self.model), "n": self.n_samples()}, loss
 
     def eval_model(self, message):
         return self.model  # w_n

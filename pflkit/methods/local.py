@@ -8,7 +8,7 @@ from . import Method, register
 
 class LocalClient(Client):
     def train_round(self, message, rnd):
-        return {"_loss": self.sgd()}  # E epochs on the client's own model; the reply is empty
+        return {}, self.sgd()  # E epochs on the client's own model; the reply is empty, the loss beside it
 
 
 register(Method("local", Server, LocalClient, "No collaboration: each client trains its own model"))

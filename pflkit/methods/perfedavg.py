@@ -41,9 +41,9 @@ class PerFedAvgClient(FedAvgClient):
         return self.check_finite(total / max(n, 1))
 
     def train_round(self, message, rnd):
-        reply = super().train_round(message, rnd)
+        reply, loss = super().train_round(message, rnd)
         reply["n"] = torch.tensor(1)  # Per-FedAvg averages clients uniformly
-        return reply
+        return reply, loss
 
     def eval_model(self, message):
         adapted = self.scratch_model()

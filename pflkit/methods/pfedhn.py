@@ -263,7 +263,7 @@ class PFedHNClient(Client):
         loss = self.sgd()
         tilde = snapshot(self.model)
         delta = {k: tilde[k] - theta[k] for k in theta}  # Δθ_i = θ̃_i − θ_i
-        return {"delta": delta, "_loss": loss}
+        return {"delta": delta}, loss
 
     def eval_model(self, message):
         self.receive(message)
@@ -291,8 +291,8 @@ def train_novel_embedding(server: PFedHNServer, client: Client, steps: int, lr: 
         for step in range(steps):
             msg = server.message_for(cid, step)
             client.generator.manual_seed(derive_seed(server.cfg.seed, step, 5, cid))
-            reply = client.train_round(msg, step)
-            out["losses"].append(reply.pop("_loss", float("nan")))
+            reply, loss = client.train_round(msg, step)
+            out["losses"].append(loss)
             out["bytes_down"] += nbytes(msg)
             out["bytes_up"] += nbytes(reply)
             (g,) = server.gradients({cid: reply}, params=[emb])  # no gradient reaches φ

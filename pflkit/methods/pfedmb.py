@@ -243,9 +243,9 @@ class PFedMBClient(FedAvgClient):
         self.plain = model  # the original architecture, loaded with the combined weights to evaluate
 
     def train_round(self, message, rnd):
-        reply = super().train_round(message, rnd)  # W^{t+1,i} ← W^t; local update; W^{t+1,i}, n_i
+        reply, loss = super().train_round(message, rnd)  # W^{t+1,i} ← W^t; local update; W^{t+1,i}, n_i
         reply["alpha"] = self.alpha()  # α^{t+1,i}, for the weights of eq. 5 only
-        return reply
+        return reply, loss
 
     def local_update(self):
         mb = self.model

@@ -72,7 +72,7 @@ class PFedMeClient(Client):
             total += loss.detach()
             n += 1
         loss = self.check_finite(total / max(n, 1))
-        return {"weights": snapshot(self.model), "_loss": loss}
+        return {"weights": snapshot(self.model)}, loss
 
     def eval_model(self, message):
         if self.opt["personal"] == "fresh":  # Algorithm 1: every client updates from w_t, sampled or not
