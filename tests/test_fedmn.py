@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from pflkit.engine import LocalClients, build, run
 from pflkit.errors import PflkitError
 from pflkit.federated import derive_seed, nbytes, weighted_average
-from pflkit.methods.fedmn import block_keys, parse_arch, temperature
+from pflkit.methods.fedmn import ALL_PATHS, APART, PRETRAINING, ROUTING, block_keys, parse_arch, temperature
 from tests.conftest import killed_and_resumed, strip, tiny_config
 
 SMALL = {"hidden": 16, "label_dim": 4}
@@ -21,6 +21,30 @@ SMALL = {"hidden": 16, "label_dim": 4}
 
 def cfg_(**opts):
     return tiny_config(method="fedmn", rounds=4, options={**SMALL, **opts})
+
+
+@pytest.mark.parametrize(
+    "opts,parts",
+    [
+        ({}, [PRETRAINING, PRETRAINING, ROUTING, ROUTING]),  # the paper's: encoders pretrained, then routing
+        ({"pretrain": "all-paths"}, [ALL_PATHS, ALL_PATHS, ROUTING, ROUTING]),
+        ({"start_apart": 1.0}, [PRETRAINING, PRETRAINING, APART, ROUTING]),  # ours: the switch round set apart
+        ({"force_paths": 1}, [PRETRAINING, PRETRAINING, ALL_PATHS, ALL_PATHS]),  # the control: no routing
+        ({"pretrain_fraction": 0.0}, [ROUTING] * 4),
+    ],
+)
+def test_one_schedule_names_each_rounds_part_for_server_and_client(tiny_fed, opts, parts):
+    cfg = cfg_(**{"pretrain_fraction": 0.5, **opts})
+    _, _, server, clients = build(cfg, tiny_fed(cfg))
+    assert [server.phase(r) for r in range(4)] == parts
+    # the server's first message of each part: the keys the client's round reads
+    first = {PRETRAINING: "pretrain", ALL_PATHS: "weights", APART: "router_h", ROUTING: "blocks"}
+    for r, part in enumerate(parts):
+        if part in (ROUTING, APART):  # a routing round asks for its blocks first (Alg. 1, l. 6-7)
+            server.receive_request(0, clients[0].request(server.pre_message(0, r), r), r)
+            if part == APART:
+                server.embeddings = {i: server.embeddings[0] for i in range(3)}  # every client's input in
+        assert first[part] in server.message_for(0, r)
 
 
 def test_paths_and_eq13(tiny_fed):

@@ -246,6 +246,25 @@ def pretrain_rounds(cfg, opts) -> int:
     return int(math.floor(opts["pretrain_fraction"] * cfg.rounds))
 
 
+# the parts of a run, in their order: which one a round is, the server and the client read from one schedule
+PRETRAINING = "pretrain encoders"  # §IV-B: FedAvg on the n_1 encoder models (pretrain=encoders)
+ALL_PATHS = "all paths"  # the whole network, every path on (pretrain=all-paths, or force_paths after it)
+APART = "start apart"  # ours, a control: the switch round of start_apart (the decisions set apart first)
+ROUTING = "routing"  # Algorithm 1's round: decide, ask for the active blocks, train them, send them
+
+
+def phase(rnd: int, cfg, opts) -> str:
+    """The part of the run round ``rnd`` belongs to: the first ``pretrain_fraction`` of the rounds
+    pretrain (:data:`PRETRAINING` or :data:`ALL_PATHS`), the rest route (:data:`ROUTING`; its first
+    round :data:`APART` under ``start_apart``), or keep every path on (``force_paths``)."""
+    start = pretrain_rounds(cfg, opts)
+    if rnd < start:
+        return PRETRAINING if opts["pretrain"] == "encoders" else ALL_PATHS
+    if opts["force_paths"]:
+        return ALL_PATHS
+    return APART if opts["start_apart"] and rnd == start else ROUTING
+
+
 def block_keys(state: dict, layer: int, j: int) -> list[str]:
     prefix = f"blocks.{layer}.{j}."
     return [k for k in state if k.startswith(prefix)]
@@ -279,23 +298,15 @@ class FedMNServer(Server):
         self.embeddings: dict[int, torch.Tensor] = {}  # start_apart: the clients' mean router inputs
         self.apart_sd: float | None = None  # the spread of the logits over the clients as set apart
 
-    def routing(self, rnd: int) -> bool:
-        return rnd >= pretrain_rounds(self.cfg, self.opt) and not self.opt["force_paths"]
-
-    def pretraining_encoders(self, rnd: int) -> bool:
-        """FedAvg on the encoder models (the paper's pretraining), not the all-paths network."""
-        return rnd < pretrain_rounds(self.cfg, self.opt) and self.opt["pretrain"] == "encoders"
-
-    def apart_round(self, rnd: int) -> bool:
-        """Ours, a control: the switch round of a run whose decisions start apart (``start_apart``)."""
-        return bool(self.opt["start_apart"]) and self.routing(rnd) and rnd == pretrain_rounds(self.cfg, self.opt)
+    def phase(self, rnd: int) -> str:
+        return phase(rnd, self.cfg, self.opt)
 
     def pre_message(self, cid, rnd):
         """Routing rounds: router and encoders first, so that the client can decide (Alg. 1, l. 6–7)."""
-        if not self.routing(rnd):
+        if self.phase(rnd) not in (ROUTING, APART):
             return None
         msg = {"router": part(self.theta, "router."), "encoders": part(self.theta, "encoders.")}
-        if self.apart_round(rnd):  # start_apart: the client sends its mean router input instead of deciding
+        if self.phase(rnd) == APART:  # start_apart: the client sends its mean router input instead of deciding
             msg["embed"] = torch.tensor(True)
         return msg
 
@@ -330,11 +341,11 @@ class FedMNServer(Server):
         self.embeddings = {}
 
     def message_for(self, cid, rnd):
-        if self.pretraining_encoders(rnd):  # FedAvg on the encoder models: encoders and their heads
+        if self.phase(rnd) == PRETRAINING:  # FedAvg on the encoder models: encoders and their heads
             return {"pretrain": part(self.theta, "encoders.") | part(self.theta, "pre_heads.")}
-        if not self.routing(rnd):  # all-paths pretraining or force_paths: the whole network
+        if self.phase(rnd) == ALL_PATHS:  # all-paths pretraining or force_paths: the whole network
             return {"weights": {k: v for k, v in self.theta.items() if not k.startswith(("router.", "pre_heads."))}}
-        if self.apart_round(rnd):  # start_apart: h as set apart and every block (the client decides on receipt)
+        if self.phase(rnd) == APART:  # start_apart: h as set apart and every block (the client decides on receipt)
             if self.embeddings:  # the first message of the round: every client's input is in
                 self.set_apart()
             every = [[True] * n for n in self.arch[1:]]
@@ -347,9 +358,9 @@ class FedMNServer(Server):
         """Evaluation: everything (counted apart, as eval bytes); while pretraining, the network is
         judged as it is trained, every path on."""
         msg = {"weights": self.theta}
-        if self.pretraining_encoders(self.rounds_done - 1):  # the round just trained
+        if self.phase(self.rounds_done - 1) == PRETRAINING:  # the round just trained
             msg["pretrained"] = torch.tensor(True)
-        elif not self.routing(self.rounds_done - 1):
+        elif self.phase(self.rounds_done - 1) == ALL_PATHS:
             msg["all_paths"] = torch.tensor(True)
         else:  # judged at the temperature of the round just trained
             msg["round"] = torch.tensor(self.rounds_done - 1)
@@ -369,7 +380,7 @@ class FedMNServer(Server):
         for k in keys:  # block i: average over the clients that used it (a_i^m = 1)
             users = [(u["blocks"][k], u["n"]) for u in ups if k in u["blocks"]]
             self.theta[k] = weighted_average([{k: t} for t, _ in users], [w for _, w in users])[k]
-        if self.pretraining_encoders(rnd) and not self.pretraining_encoders(rnd + 1) and not self.opt["force_paths"]:
+        if self.phase(rnd) == PRETRAINING and self.phase(rnd + 1) in (ROUTING, APART):
             # routing starts next round: the router's φ_x starts from the pretrained encoder 0
             for k in part(self.theta, "router.phi_x."):
                 self.theta[k] = self.theta["encoders.0." + k[len("router.phi_x.") :]].clone()
@@ -441,22 +452,24 @@ class FedMNClient(Client):
     def request(self, message, rnd):
         """Routing rounds: load router and encoders, decide (eqs. 9, 10, 5), ask for the active blocks."""
         self.model.load_state_dict({**message["router"], **message["encoders"]}, strict=False)
-        if "embed" in message:  # ours, start_apart's switch round: the mean router input, no decision yet
+        if (
+            phase(rnd, self.cfg, self.opt) == APART
+        ):  # ours, start_apart's switch: the mean router input, no decision yet
             return {"embedding": self.model.router.inputs(*self.data.split("train"))[0]}
         self.decision = self.decide(rnd)
         return {"active": torch.tensor([a for row in self.model.active(self.decision[0]) for a in row])}
 
     # -- a round --------------------------------------------------------------------------
     def train_round(self, message, rnd):
-        net = self.model
-        if "pretrain" in message:  # FedAvg on the n_1 encoder models, the same batches for all
+        net, now = self.model, phase(rnd, self.cfg, self.opt)  # the round's part of the run, as the server's
+        if now == PRETRAINING:  # FedAvg on the n_1 encoder models, the same batches for all
             net.load_state_dict(message["pretrain"], strict=False)
             return self.pretrain_steps()
-        if "weights" in message:  # pretraining (or force_paths): FedAvg with every path on
+        if now == ALL_PATHS:  # pretraining (or force_paths): FedAvg with every path on
             net.load_state_dict(message["weights"], strict=False)
             c = torch.ones(net.n_paths, device=self.data.train_idx.device)
             return self.reply(c, self.local_steps(lambda: c), routed=False)
-        if "router_h" in message:  # start_apart's switch round: h as set apart, then the decision
+        if now == APART:  # start_apart's switch round: h as set apart, then the decision
             net.load_state_dict(message["router_h"], strict=False)
             self.decision = self.decide(rnd)
         net.load_state_dict(message["blocks"], strict=False)  # copy the active blocks (§II-E)
